@@ -1,0 +1,7 @@
+"""duetime: a durable, distributed task scheduler."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,55 @@
+"""duetime's exception tree. HTTP mapping lives only in :mod:`duetime.api.problems`.
+
+::
+
+    DuetimeError
+     ├── ValidationError        bad input; names the offending field
+     ├── NotFound               no such resource (or another tenant's)
+     ├── Conflict               the resource is in a state that forbids the call
+     │    └── StaleLease        the lease was lost: expired, reclaimed or already acked
+     ├── Unauthorized           missing or unknown API key / admin token
+     ├── StoreUnavailable       the store cannot be reached right now; try again
+     └── ConfigError            the configuration cannot work (e.g. dev mode on a public bind)
+"""
+
+from __future__ import annotations
+
+
+class DuetimeError(Exception):
+    """Base of every error duetime raises on purpose."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class ValidationError(DuetimeError):
+    """Input that cannot be accepted. ``field`` is a dotted path (``target.url``, ``depends_on.0``)."""
+
+    def __init__(self, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.field = field
+
+
+class NotFound(DuetimeError):
+    """No such resource for this tenant."""
+
+
+class Conflict(DuetimeError):
+    """The resource's current state forbids the change; nothing was changed."""
+
+
+class StaleLease(Conflict):
+    """The lease is no longer current; the call was refused and changed nothing."""
+
+
+class Unauthorized(DuetimeError):
+    """Missing, malformed or unknown credentials."""
+
+
+class StoreUnavailable(DuetimeError):
+    """The store cannot be reached; accepted work is safe, retry later."""
+
+
+class ConfigError(DuetimeError):
+    """The configuration cannot work."""

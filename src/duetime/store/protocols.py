@@ -1,0 +1,195 @@
+"""What a store must do. Both backends implement :class:`Store`; ``duetime.testing.conformance``
+is the one suite that checks every contract below against each of them.
+
+Method names are noun-first so related calls sort together. Every state change is one conditional
+write on the current state (and lease, for running tasks): a call that lost a race changes nothing
+and says so (``Conflict``, ``StaleLease``, or ``accepted=False``).
+
+Time: every "is it due?" and "has the lease expired?" decision uses the store's clock —
+``now()`` in PostgreSQL — unless the store was built with a clock whose ``pinned()`` returns a time
+(tests), in which case that time is used instead. All datetimes returned are timezone-aware UTC.
+
+Errors: ``StoreUnavailable`` whenever the backend cannot be reached; ``NotFound`` for a missing
+resource or one of another tenant; ``Conflict`` for a state that forbids the change;
+``ValidationError`` for input that only the store can judge (an unknown ``depends_on`` id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from duetime.types import (
+    ApiKey,
+    Attempt,
+    ClaimRequest,
+    Completion,
+    CompletionResult,
+    Lease,
+    NewTask,
+    SigningSecret,
+    StatusCount,
+    Task,
+    TaskCreated,
+    TaskFilter,
+    TaskPatch,
+    Tenant,
+)
+
+
+class Signal(Protocol):
+    """A wake-up call between components, across every node that shares the store.
+
+    ``notify()`` is cheap and may coalesce; ``wait(timeout)`` returns True when notified since the
+    last wait (or during it), False on timeout. A missed signal only costs latency, never work:
+    every waiter also polls.
+    """
+
+    def notify(self) -> None: ...
+
+    async def wait(self, timeout: float) -> bool: ...
+
+
+class Store(Protocol):
+    """The durable state of duetime."""
+
+    ready_signal: Signal
+    """Fired when tasks become ``ready`` (create, promote, retry, unblock), on every node."""
+
+    due_signal: Signal
+    """Fired when a task gets a ``due_at`` earlier than the promoter may be sleeping until."""
+
+    # -- life of the store -------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect. Does not migrate (see :meth:`migrate`). Raises ``StoreUnavailable``."""
+
+    async def close(self) -> None:
+        """Release every connection; idempotent."""
+
+    async def migrate(self) -> list[str]:
+        """Apply pending schema migrations in order, under a lock so concurrent nodes are safe.
+        Returns the versions applied (empty when current)."""
+
+    async def migrations_pending(self) -> list[str]:
+        """Versions not yet applied (empty when current)."""
+
+    async def ping(self) -> None:
+        """Round-trip to the backend; raises ``StoreUnavailable`` when it cannot."""
+
+    async def now(self) -> datetime:
+        """The store's clock (or the pinned test time)."""
+
+    # -- tenancy -----------------------------------------------------------------------------
+
+    async def tenant_create(self, name: str, *, tenant_id: str | None = None) -> Tenant:
+        """Create a tenant (and its first signing secret). ``Conflict`` if the id exists."""
+
+    async def tenant_get(self, tenant_id: str) -> Tenant | None:
+        """The tenant, or None."""
+
+    async def api_key_create(self, tenant_id: str, key_id: str, key_hash: str) -> ApiKey:
+        """Store a key's hash for a tenant. ``NotFound`` if the tenant does not exist."""
+
+    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
+        """The live key with this hash, or None (deleted keys are gone)."""
+
+    async def api_key_delete(self, key_id: str) -> bool:
+        """Delete a key; False when it did not exist."""
+
+    async def signing_secret_list(self, tenant_id: str) -> list[SigningSecret]:
+        """The tenant's secrets that have not expired by the store's now, oldest first."""
+
+    async def signing_secret_rotate(
+        self, tenant_id: str, secret: str, overlap_seconds: float
+    ) -> list[SigningSecret]:
+        """Add ``secret`` and make every older live secret expire ``overlap_seconds`` from now
+        (an earlier expiry is kept). Returns the live secrets afterwards."""
+
+    # -- tasks: the API's side ---------------------------------------------------------------
+
+    async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
+        """Create tasks all or nothing, in input order.
+
+        A task whose (tenant, idempotency_key) exists already is not created; the existing task is
+        returned with ``created=False`` (also for a repeat inside the same batch). Initial status:
+        ``blocked`` if a parent has not succeeded, ``failed`` if a parent failed or was cancelled,
+        else ``ready`` when ``run_at`` is None or not after now, else ``scheduled``. ``run_at``
+        None means now. An unknown parent (or another tenant's) raises ``ValidationError`` with
+        field ``depends_on`` and nothing is created. Fires ``ready_signal``/``due_signal``.
+        """
+
+    async def task_get(self, tenant_id: str, task_id: str) -> Task | None:
+        """One task of the tenant, or None."""
+
+    async def task_list(self, query: TaskFilter) -> list[Task]:
+        """Up to ``query.limit`` tasks matching every filter, newest first (by id, descending),
+        starting after ``query.cursor``. ``run_after``/``run_before`` bound ``run_at``
+        (inclusive/exclusive); ``labels`` must all match."""
+
+    async def task_update(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
+        """Apply ``patch`` to a ``scheduled``, ``blocked``, ``ready`` or ``retrying`` task.
+        A new ``run_at`` also moves ``due_at``; a due ``scheduled``/``retrying`` task becomes
+        ``ready`` and a ``ready`` one whose ``run_at`` moves into the future becomes ``scheduled``.
+        ``NotFound``; ``Conflict`` in any other status."""
+
+    async def task_cancel(self, tenant_id: str, task_id: str) -> Task:
+        """Cancel a waiting task at once; for a ``running`` one, record the request (it ends
+        ``cancelled`` with its attempt, or ``succeeded`` if that attempt succeeded). Dependents of a
+        task cancelled here fail. ``NotFound``; ``Conflict`` on a terminal task."""
+
+    async def task_retry(self, tenant_id: str, task_id: str) -> Task:
+        """Replay a ``failed`` or ``cancelled`` task: ``ready`` now, a new attempt series
+        (``series_start = attempts``), errors cleared. ``NotFound``; ``Conflict`` otherwise."""
+
+    async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
+        """Every attempt of the task, by number. ``NotFound`` if the task is not the tenant's."""
+
+    async def task_count_by_status(self) -> list[StatusCount]:
+        """Task counts per (queue, status), every tenant; for metrics."""
+
+    # -- tasks: the engine's side ------------------------------------------------------------
+
+    async def task_promote_due(self, limit: int) -> int:
+        """Move up to ``limit`` ``scheduled``/``retrying`` tasks whose ``due_at`` has come to
+        ``ready``, earliest first. Returns how many moved; fires ``ready_signal`` when any did."""
+
+    async def task_next_due_at(self) -> datetime | None:
+        """The earliest ``due_at`` among ``scheduled``/``retrying`` tasks, or None."""
+
+    async def task_claim(self, request: ClaimRequest) -> list[Lease]:
+        """Claim up to ``request.limit`` ``ready`` tasks — highest priority first, then earliest
+        ``due_at`` — never a task another claimer holds (``FOR UPDATE SKIP LOCKED``). Each becomes
+        ``running`` with a fresh ``lease_id``, ``attempts + 1``, ``started_at`` = now and
+        ``worker_id`` = ``request.worker_id``."""
+
+    async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
+        """End attempts, fenced: only a ``running`` task whose ``lease_id`` matches is changed.
+
+        For each accepted completion one :class:`Attempt` row is written, and the task becomes
+        ``succeeded`` (outcome succeeded); else ``cancelled`` if a cancel was requested; else
+        ``retrying`` with ``due_at = now + retry_delay_seconds`` when that is not None; else
+        ``failed``. Dependents are released (every parent succeeded → ready/scheduled) or failed
+        (a parent failed or was cancelled), transitively. Results are in input order; a stale
+        lease gives ``accepted=False`` and changes nothing.
+        """
+
+    async def task_heartbeat(
+        self, lease_ids: Sequence[str], extend_seconds: float
+    ) -> dict[str, datetime]:
+        """Set ``lease_expires_at = now + extend_seconds`` for each lease still current;
+        returns lease_id → new expiry for those (stale ones are absent)."""
+
+    async def task_expired_leases(self, limit: int) -> list[Lease]:
+        """Up to ``limit`` ``running`` tasks whose lease expired by now, oldest expiry first.
+        The reaper ends each with a ``lease_expired`` :class:`Completion`."""
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    async def leader_attempt_elect(self, name: str, node_id: str, ttl_seconds: float) -> bool:
+        """Become or stay the holder of leadership ``name`` for ``ttl_seconds`` from now.
+        True when ``node_id`` holds it afterwards; at most one holder at any store time."""
+
+    async def leader_resign(self, name: str, node_id: str) -> None:
+        """Give up ``name`` if ``node_id`` holds it."""
