@@ -1,0 +1,98 @@
+"""Completer: gathers ended attempts and writes them to the store many at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from duetime import metrics
+from duetime.errors import StoreUnavailable
+from duetime.store import Store
+from duetime.types import Completion, CompletionResult
+
+log = logging.getLogger("duetime.engine")
+
+ResultHook = Callable[[Sequence[Completion], Sequence[CompletionResult]], None]
+
+
+class Completer:
+    """Buffers completions and flushes them in one ``task_complete_many`` call when ``batch`` are
+    waiting or ``linger`` seconds after the first one arrived, whichever comes first.
+
+    A flush that finds the store unreachable keeps its completions and tries again with backoff;
+    if the outage outlasts a lease, the reaper's fenced completion wins and the delivery is
+    repeated — at-least-once, never lost.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        batch: int = 500,
+        linger: float = 0.002,
+        on_results: ResultHook | None = None,
+        source: str = "dispatcher",
+    ) -> None:
+        self._store = store
+        self._batch = batch
+        self._linger = linger
+        self._on_results = on_results
+        self._source = source
+        self._buffer: list[Completion] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"completer-{self._source}")
+
+    def add(self, completion: Completion) -> None:
+        self._buffer.append(completion)
+        if len(self._buffer) == 1 or len(self._buffer) >= self._batch:
+            self._wake.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
+
+    async def close(self) -> None:
+        """Flush what is buffered (retrying while the store is down) and stop."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            if not self._buffer:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if len(self._buffer) < self._batch and not self._closing:
+                await asyncio.sleep(self._linger)
+            chunk, self._buffer = self._buffer[: self._batch], self._buffer[self._batch :]
+            try:
+                results = await self._store.task_complete_many(chunk)
+            except StoreUnavailable as exc:
+                self._buffer[:0] = chunk
+                metrics.STORE_ERRORS.labels("completer").inc()
+                log.warning("completer: store unavailable, %d waiting: %s", len(chunk), exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except Exception:
+                # A bug must not silently drop completions: keep them and retry slowly.
+                self._buffer[:0] = chunk
+                log.exception("completer: flush failed")
+                await asyncio.sleep(1.0)
+                continue
+            backoff = 0.05
+            stale = sum(1 for r in results if not r.accepted)
+            if stale:
+                metrics.STALE_COMPLETIONS.labels(self._source).inc(stale)
+            if self._on_results is not None:
+                self._on_results(chunk, results)

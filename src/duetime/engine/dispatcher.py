@@ -1,0 +1,144 @@
+"""Dispatcher: claims ready push tasks in batches and delivers them concurrently (every node)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+from duetime import metrics
+from duetime.clock import Clock
+from duetime.delivery.base import Deliverer, Delivery, Outcome
+from duetime.engine.completer import Completer
+from duetime.engine.secret_cache import SecretCache
+from duetime.engine.service import Service
+from duetime.retry import next_retry_delay
+from duetime.store import Store
+from duetime.types import AttemptOutcome, ClaimRequest, Completion, Lease, TargetType
+
+log = logging.getLogger("duetime.engine")
+
+
+class Dispatcher(Service):
+    """Keeps up to ``concurrency`` deliveries in flight on this node.
+
+    A round claims as many ready tasks as there are free slots (at most ``batch``), starts one
+    delivery per lease, and returns at once; completions are written in batches by a
+    :class:`Completer`. When nothing is ready it sleeps on the store's ``ready_signal`` (LISTEN/NOTIFY
+    on PostgreSQL), polling every ``poll_interval`` in case a signal was lost.
+    """
+
+    name = "dispatcher"
+
+    def __init__(
+        self,
+        store: Store,
+        deliverers: Mapping[TargetType, Deliverer],
+        clock: Clock,
+        *,
+        node_id: str,
+        concurrency: int,
+        batch: int,
+        poll_interval: float,
+        lease_grace: float,
+    ) -> None:
+        super().__init__(clock)
+        self._store = store
+        self._deliverers = dict(deliverers)
+        self._node_id = node_id
+        self._concurrency = concurrency
+        self._batch = batch
+        self._poll = poll_interval
+        self._grace = lease_grace
+        self._secrets = SecretCache(store, clock)
+        self._completer = Completer(store, batch=500)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._slot_free = asyncio.Event()
+
+    async def start(self) -> None:
+        self._completer.start()
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    async def run_once(self) -> int:
+        free = self._concurrency - len(self._inflight)
+        if free <= 0 or not self._deliverers:
+            return 0
+        leases = await self._store.task_claim(
+            ClaimRequest(
+                worker_id=self._node_id,
+                limit=min(free, self._batch),
+                target_types=frozenset(self._deliverers),
+                lease_grace_seconds=self._grace,
+            )
+        )
+        metrics.DISPATCHED.inc(len(leases))
+        for lease in leases:
+            task = lease.task
+            if task.started_at is not None:
+                lag = (task.started_at - task.due_at).total_seconds()
+                metrics.DUE_LAG.labels(task.queue).observe(max(0.0, lag))
+            job = asyncio.create_task(self._deliver(lease))
+            self._inflight.add(job)
+            job.add_done_callback(self._done)
+        return len(leases)
+
+    async def wait(self, did: int) -> None:
+        if len(self._inflight) >= self._concurrency:
+            self._slot_free.clear()
+            await self._slot_free.wait()
+        elif did == 0:
+            await self._store.ready_signal.wait(self._poll)
+
+    def _done(self, job: asyncio.Task[None]) -> None:
+        self._inflight.discard(job)
+        self._slot_free.set()
+
+    async def _deliver(self, lease: Lease) -> None:
+        task = lease.task
+        started = task.started_at
+        t0 = self._clock.monotonic()
+        try:
+            secrets = await self._secrets.get(task.tenant_id)
+            deliverer = self._deliverers[task.target_type]
+            outcome = await deliverer.deliver(Delivery(task, lease.attempt, secrets))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a deliverer must not raise; if one does, it is retryable
+            log.exception("delivery of task %s raised", task.id)
+            outcome = Outcome(AttemptOutcome.FAILED, retryable=True, error=f"internal: {exc!r}")
+        elapsed = self._clock.monotonic() - t0
+        metrics.DELIVERY_SECONDS.labels(task.target["type"]).observe(elapsed)
+        metrics.ATTEMPTS.labels(task.queue, outcome.outcome.value).inc()
+        retry_delay = None
+        if outcome.outcome != AttemptOutcome.SUCCEEDED:
+            retry_delay = next_retry_delay(
+                task, retryable=outcome.retryable, retry_after_seconds=outcome.retry_after_seconds
+            )
+        self._completer.add(
+            Completion(
+                task_id=task.id,
+                lease_id=lease.lease_id,
+                outcome=outcome.outcome,
+                started_at=started or lease.lease_expires_at,
+                duration_ms=elapsed * 1000,
+                result_json=outcome.result_json,
+                error=outcome.error,
+                http_status=outcome.http_status,
+                retry_delay_seconds=retry_delay,
+                worker=self._node_id,
+            )
+        )
+
+    async def drain(self, grace: float) -> None:
+        """Stop claiming; give in-flight deliveries ``grace`` seconds, then flush completions.
+        Deliveries still running after the grace are abandoned: their leases expire and the
+        reaper retries them, so nothing is lost."""
+        self.stop()
+        if self._inflight:
+            _done, pending = await asyncio.wait(set(self._inflight), timeout=grace)
+            for job in pending:
+                job.cancel()
+        await self._completer.close()

@@ -1,0 +1,93 @@
+"""The engine: every background service of one node, started and stopped together.
+
+::
+
+    Leader ──(is_leader)──▶ Promoter   scheduled/retrying ──▶ ready      (leader only)
+                      └──▶ Reaper     expired leases ──▶ retrying/failed (leader only)
+    Dispatcher  ready push tasks ──▶ Deliverers ──▶ Completer ──▶ store (every node)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+from duetime.clock import Clock, SystemClock
+from duetime.config import Settings
+from duetime.delivery.base import Deliverer
+from duetime.engine.dispatcher import Dispatcher
+from duetime.engine.leader import Leader
+from duetime.engine.promoter import Promoter
+from duetime.engine.reaper import Reaper
+from duetime.engine.service import Service
+from duetime.store import Store
+from duetime.types import TargetType
+
+log = logging.getLogger("duetime.engine")
+
+
+class Engine:
+    """Runs the leader, promoter, reaper and dispatcher of one node against a store."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        deliverers: Mapping[TargetType, Deliverer],
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.deliverers = dict(deliverers)
+        self.leader = Leader(store, settings.node_id, settings.leader_ttl_seconds, self.clock)
+        self.promoter = Promoter(
+            store,
+            self.leader,
+            self.clock,
+            batch=settings.promote_batch,
+            poll_interval=settings.poll_interval_seconds,
+        )
+        self.reaper = Reaper(
+            store, self.leader, self.clock, batch=1000, interval=settings.poll_interval_seconds
+        )
+        self.dispatcher = Dispatcher(
+            store,
+            self.deliverers,
+            self.clock,
+            node_id=settings.node_id,
+            concurrency=settings.dispatch_concurrency,
+            batch=settings.dispatch_batch,
+            poll_interval=settings.poll_interval_seconds,
+            lease_grace=settings.lease_grace_seconds,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def services(self) -> tuple[Service, ...]:
+        return (self.leader, self.promoter, self.reaper, self.dispatcher)
+
+    async def start(self) -> None:
+        await self.dispatcher.start()
+        for service in self.services:
+            self._tasks.append(asyncio.create_task(service.run(), name=f"duetime-{service.name}"))
+        log.info("engine started on node %s", self.settings.node_id)
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop every service; in-flight deliveries get ``grace`` seconds to finish."""
+        for service in self.services:
+            service.stop()
+        await self.dispatcher.drain(grace)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        try:
+            await self.leader.resign()
+        except Exception as exc:  # the lease simply expires if the store is gone
+            log.warning("could not resign leadership: %s", exc)
+        for deliverer in self.deliverers.values():
+            await deliverer.close()
+        log.info("engine stopped on node %s", self.settings.node_id)

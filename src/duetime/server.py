@@ -1,0 +1,112 @@
+"""``duetime serve``: the HTTP API and the engine of one node, in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from duetime.config import Settings
+from duetime.errors import ConfigError
+from duetime.store import Store, store_from_url
+from duetime.types import TargetType
+
+log = logging.getLogger("duetime.server")
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def serve(settings: Settings) -> None:
+    """Run one node until SIGTERM/SIGINT. Raises ``ConfigError`` for settings that cannot work."""
+    settings.check()
+    configure_logging(settings.log_level)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
+        pass
+    asyncio.run(run_node(settings))
+
+
+@contextlib.asynccontextmanager
+async def open_node_store(settings: Settings) -> AsyncIterator[Store]:
+    """Open the store and bring its schema up to date (SQLite always; PostgreSQL too, under an
+    advisory lock, so a fresh database needs no separate ``duetime migrate``)."""
+    store = store_from_url(settings.db_url, data_dir=settings.data_dir)
+    await store.open()
+    try:
+        applied = await store.migrate()
+        if applied:
+            log.info("applied migrations: %s", ", ".join(applied))
+        yield store
+    finally:
+        await store.close()
+
+
+def build_deliverers(settings: Settings) -> dict[TargetType, Any]:
+    from duetime.delivery.webhook import WebhookDeliverer
+
+    return {TargetType.HTTP: WebhookDeliverer(allow_private=settings.private_targets_allowed)}
+
+
+def build_target_validator(settings: Settings) -> Any:
+    from duetime.delivery.netguard import check_url
+
+    def validate(target: Mapping[str, Any]) -> None:
+        if target.get("type") == TargetType.HTTP:
+            check_url(str(target["url"]), allow_private=settings.private_targets_allowed)
+
+    return validate
+
+
+async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) -> None:
+    """The whole node: store, engine (unless ``settings.engine`` is False) and the API server."""
+    import uvicorn
+
+    from duetime.api.app import create_app
+    from duetime.engine.engine import Engine
+
+    if settings.dev_mode:
+        log.warning("dev mode: no DUETIME_ADMIN_TOKEN, auth is off (loopback only)")
+    async with open_node_store(settings) as store:
+        app = create_app(settings, store, validate_target=build_target_validator(settings))
+        engine = Engine(store, settings, build_deliverers(settings)) if settings.engine else None
+        if engine is not None:
+            await engine.start()
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+            lifespan="off",
+        )
+        server = uvicorn.Server(config)
+        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+        try:
+            serving = asyncio.create_task(server.serve())
+            while not server.started and not serving.done():
+                await asyncio.sleep(0.01)
+            if serving.done():
+                await serving
+                raise ConfigError(f"could not listen on {settings.host}:{settings.port}")
+            log.info("duetime listening on http://%s:%d (store %s)", settings.host, settings.port,
+                     settings.db_url.split("@")[-1])
+            if ready is not None:
+                ready.set()
+            await serving
+        finally:
+            if engine is not None:
+                await engine.stop()
