@@ -1,0 +1,273 @@
+"""Benchmark scenarios. Each starts real processes on loopback (a duetime node, a receiver),
+drives them, and returns figures; :func:`run` repeats a scenario and reports medians."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import httpx
+
+from duetime.bench.harness import NodeOptions, Proc, receiver_records, start_node, start_receiver
+
+Figures = dict[str, float]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    store: str  # "sqlite" or "postgres"
+    pg_url: str = "postgresql://postgres@127.0.0.1:5432/test"
+    tasks: int = 20_000
+    repeat: int = 3
+    node_env: tuple[tuple[str, str], ...] = ()
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = ""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kib / 1024 / 1024:.0f} GiB"
+    return f"{os.cpu_count()} cores ({cpu}){mem}, Python {platform.python_version()}"
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+@contextlib.contextmanager
+def bench_store(config: BenchConfig, workdir: Path) -> Iterator[str]:
+    """A fresh, empty store URL for one run."""
+    if config.store == "sqlite":
+        yield f"sqlite:///{workdir / f'bench-{uuid.uuid4().hex[:6]}.db'}"
+        return
+    name = f"duetime_bench_{uuid.uuid4().hex[:8]}"
+    base = config.pg_url.rpartition("/")[0]
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(config.pg_url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{base}/{name}"
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextlib.contextmanager
+def node(workdir: Path, db: str, config: BenchConfig, **env: str) -> Iterator[Proc]:
+    proc = start_node(workdir, NodeOptions(db=db, env={**dict(config.node_env), **env}), "bench")
+    try:
+        yield proc
+    finally:
+        proc.stop(10)
+
+
+async def _create_batches(base: str, bodies: list[dict[str, Any]], concurrency: int = 4) -> None:
+    async with aiohttp.ClientSession() as session:
+        sem = asyncio.Semaphore(concurrency)
+
+        async def post(chunk: list[dict[str, Any]]) -> None:
+            async with sem, session.post(f"{base}/v1/tasks/batch", json={"tasks": chunk}) as r:
+                if r.status != 201:
+                    raise RuntimeError(f"batch create failed: {r.status} {await r.text()}")
+
+        await asyncio.gather(*(post(bodies[i : i + 1000]) for i in range(0, len(bodies), 1000)))
+
+
+def burst_http(config: BenchConfig, workdir: Path) -> Figures:
+    """N ``http`` tasks due at one instant, delivered signed to a minimal local receiver."""
+    receiver = start_receiver(workdir)
+    try:
+        with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+            lead = 3.0 + config.tasks / 10_000
+            due = datetime.now(UTC) + timedelta(seconds=lead)
+            bodies = [
+                {
+                    "target": {"type": "http", "url": f"{receiver.url}/hook"},
+                    "payload": {"n": i},
+                    "run_at": due.isoformat(),
+                }
+                for i in range(config.tasks)
+            ]
+            asyncio.run(_create_batches(proc.url, bodies))
+            if datetime.now(UTC) >= due:
+                raise RuntimeError("creating the burst took longer than its lead time")
+            deadline = time.monotonic() + lead + 120
+            while time.monotonic() < deadline:
+                count = int(httpx.get(receiver.url + "/_count", timeout=10).text)
+                if count >= config.tasks:
+                    break
+                time.sleep(0.05)
+            else:
+                raise RuntimeError(f"only {count} of {config.tasks} delivered")
+            drained_at = _wait_succeeded(proc.url, config.tasks)
+        records = receiver_records(receiver.url)
+    finally:
+        receiver.stop(5)
+    first: dict[str, float] = {}
+    for r in records:
+        first.setdefault(str(r["task_id"]), float(r["at"]))  # type: ignore[arg-type]
+    lags = [at - due.timestamp() for at in first.values()]
+    span = max(first.values()) - due.timestamp()
+    return {
+        "throughput_per_s": config.tasks / span,
+        "lag_p50_s": percentile(lags, 50),
+        "lag_p95_s": percentile(lags, 95),
+        "lag_p99_s": percentile(lags, 99),
+        "all_succeeded_after_s": drained_at - due.timestamp(),
+    }
+
+
+def _wait_succeeded(base: str, total: int, timeout: float = 120) -> float:
+    """Wait until ``total`` tasks are succeeded in the store; returns the wall time it happened."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = httpx.get(base + "/metrics", timeout=10).text
+        done = sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("duetime_tasks{") and 'status="succeeded"' in line
+        )
+        if done >= total:
+            return time.time()
+        time.sleep(0.05)
+    raise RuntimeError("tasks did not all reach succeeded")
+
+
+async def _post_loop(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], rate: float, seconds: float
+) -> int:
+    """POST at ``rate`` per second for ``seconds`` (open loop, each request its own task)."""
+    sent = 0
+    inflight: set[asyncio.Task[Any]] = set()
+    start = time.perf_counter()
+
+    async def one() -> None:
+        async with session.post(url, json=body) as r:
+            await r.read()
+
+    while (now := time.perf_counter() - start) < seconds:
+        target = int(now * rate)
+        while sent < target:
+            task = asyncio.create_task(one())
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+            sent += 1
+        await asyncio.sleep(0.002)
+    await asyncio.gather(*inflight, return_exceptions=True)
+    return sent
+
+
+def create_latency(config: BenchConfig, workdir: Path) -> Figures:
+    """Single POST /v1/tasks latency, one at a time, under 200 req/s of background creates."""
+    with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+        later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+        body = {"target": {"type": "worker"}, "payload": {"k": "v"}, "run_at": later}
+        url = f"{proc.url}/v1/tasks"
+
+        async def measure() -> list[float]:
+            async with aiohttp.ClientSession() as bg, aiohttp.ClientSession() as fg:
+                for _ in range(200):  # warm up
+                    async with fg.post(url, json=body) as r:
+                        await r.read()
+                load = asyncio.create_task(_post_loop(bg, url, body, 200, 10.0))
+                samples: list[float] = []
+                while not load.done():
+                    t0 = time.perf_counter()
+                    async with fg.post(url, json=body) as r:
+                        await r.read()
+                        assert r.status == 201, r.status
+                    samples.append(time.perf_counter() - t0)
+                    await asyncio.sleep(0.005)
+                await load
+                return samples
+
+        samples = asyncio.run(measure())
+    return {
+        "samples": float(len(samples)),
+        "p50_ms": percentile(samples, 50) * 1000,
+        "p95_ms": percentile(samples, 95) * 1000,
+        "p99_ms": percentile(samples, 99) * 1000,
+    }
+
+
+def create_throughput(config: BenchConfig, workdir: Path) -> Figures:
+    """Creates per second: single POSTs (64 concurrent) and 1,000-task batches (4 concurrent)."""
+    with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+        later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+        body = {"target": {"type": "worker"}, "payload": {"k": "v"}, "run_at": later}
+
+        async def singles(seconds: float = 5.0) -> float:
+            done = 0
+            stop = time.perf_counter() + seconds
+            async with aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=64)
+            ) as session:
+
+                async def loop() -> None:
+                    nonlocal done
+                    while time.perf_counter() < stop:
+                        async with session.post(f"{proc.url}/v1/tasks", json=body) as r:
+                            await r.read()
+                        done += 1
+
+                t0 = time.perf_counter()
+                await asyncio.gather(*(loop() for _ in range(64)))
+                return done / (time.perf_counter() - t0)
+
+        single_rate = asyncio.run(singles())
+        bodies = [body] * config.tasks
+        t0 = time.perf_counter()
+        asyncio.run(_create_batches(proc.url, bodies))
+        batch_rate = config.tasks / (time.perf_counter() - t0)
+    return {"single_posts_per_s": single_rate, "batch_tasks_per_s": batch_rate}
+
+
+SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
+    "burst-http": burst_http,
+    "create-latency": create_latency,
+    "create-throughput": create_throughput,
+}
+
+
+def run(name: str, config: BenchConfig, echo: Callable[[str], None] = print) -> Figures:
+    """Run scenario ``name`` ``config.repeat`` times; print each run and the medians."""
+    scenario = SCENARIOS[name]
+    echo(f"# {name}: store={config.store} tasks={config.tasks} repeat={config.repeat}")
+    echo(f"# machine: {machine()}")
+    runs: list[Figures] = []
+    for i in range(config.repeat):
+        with tempfile.TemporaryDirectory(prefix="duetime-bench-") as tmp:
+            figures = scenario(config, Path(tmp))
+        runs.append(figures)
+        echo(f"run {i + 1}: " + "  ".join(f"{k}={v:.3f}" for k, v in figures.items()))
+    medians = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    echo("median: " + "  ".join(f"{k}={v:.3f}" for k, v in medians.items()))
+    return medians
