@@ -6,10 +6,13 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
+import uvicorn
+
 from duetime.config import Settings
+from duetime.delivery.base import Deliverer
 from duetime.errors import ConfigError
 from duetime.store import Store, store_from_url
 from duetime.types import TargetType
@@ -52,26 +55,40 @@ async def open_node_store(settings: Settings) -> AsyncIterator[Store]:
         await store.close()
 
 
-def build_deliverers(settings: Settings) -> dict[TargetType, Any]:
+def build_deliverers(settings: Settings) -> dict[TargetType, Deliverer]:
+    """The push deliverers this node runs, by target type."""
     from duetime.delivery.webhook import WebhookDeliverer
 
-    return {TargetType.HTTP: WebhookDeliverer(allow_private=settings.private_targets_allowed)}
+    return {
+        TargetType.HTTP: WebhookDeliverer(
+            allow_private=settings.private_targets_allowed,
+            max_connections=settings.dispatch_concurrency,
+        )
+    }
 
 
-def build_target_validator(settings: Settings) -> Any:
-    from duetime.delivery.netguard import check_url
+def build_target_validator(settings: Settings) -> Callable[[Mapping[str, Any]], None]:
+    """Checks a target at create time, so a task that can never be delivered is a 422."""
+    from duetime.delivery.webhook import check_http_target
 
     def validate(target: Mapping[str, Any]) -> None:
         if target.get("type") == TargetType.HTTP:
-            check_url(str(target["url"]), allow_private=settings.private_targets_allowed)
+            check_http_target(target, allow_private=settings.private_targets_allowed)
 
     return validate
 
 
+class _Server(uvicorn.Server):
+    """uvicorn without its signal capture: the node handles SIGTERM/SIGINT itself, so it can stop
+    the engine gracefully after the server has closed."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) -> None:
     """The whole node: store, engine (unless ``settings.engine`` is False) and the API server."""
-    import uvicorn
-
     from duetime.api.app import create_app
     from duetime.engine.engine import Engine
 
@@ -90,20 +107,24 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
             access_log=False,
             lifespan="off",
         )
-        server = uvicorn.Server(config)
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        server = _Server(config)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
         try:
             serving = asyncio.create_task(server.serve())
-            while not server.started and not serving.done():
+            while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn has no event
                 await asyncio.sleep(0.01)
             if serving.done():
-                await serving
+                with contextlib.suppress(SystemExit):
+                    await serving
                 raise ConfigError(f"could not listen on {settings.host}:{settings.port}")
-            log.info("duetime listening on http://%s:%d (store %s)", settings.host, settings.port,
-                     settings.db_url.split("@")[-1])
+            log.info(
+                "duetime listening on http://%s:%d (store %s)",
+                settings.host,
+                settings.port,
+                settings.db_url.split("@")[-1],
+            )
             if ready is not None:
                 ready.set()
             await serving

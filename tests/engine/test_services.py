@@ -1,4 +1,4 @@
-"""Engine services, one round at a time, on both stores, with a pinned clock and a fake deliverer."""
+"""Engine services one round at a time, on both stores, with a pinned clock and a fake deliverer."""
 
 from __future__ import annotations
 

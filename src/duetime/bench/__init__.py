@@ -1,1 +1,1 @@
-"""``duetime bench``: load scenarios that measure duetime on this machine (see docs/benchmarks.md)."""
+"""``duetime bench``: load scenarios measuring duetime on this machine (docs/benchmarks.md)."""

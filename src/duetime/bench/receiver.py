@@ -89,8 +89,12 @@ class _Protocol(asyncio.Protocol):
             self.transport.write(b"HTTP/1.1 " + status + b"\r\ncontent-length: 0\r\n\r\n")
         else:
             self.transport.write(
-                b"HTTP/1.1 " + status + b"\r\ncontent-length: " + str(len(body)).encode()
-                + b"\r\ncontent-type: application/json\r\n\r\n" + body
+                b"HTTP/1.1 "
+                + status
+                + b"\r\ncontent-length: "
+                + str(len(body)).encode()
+                + b"\r\ncontent-type: application/json\r\n\r\n"
+                + body
             )
 
 

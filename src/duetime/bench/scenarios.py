@@ -227,9 +227,7 @@ def create_throughput(config: BenchConfig, workdir: Path) -> Figures:
         async def singles(seconds: float = 5.0) -> float:
             done = 0
             stop = time.perf_counter() + seconds
-            async with aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=64)
-            ) as session:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
 
                 async def loop() -> None:
                     nonlocal done

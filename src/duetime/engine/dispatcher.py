@@ -24,8 +24,8 @@ class Dispatcher(Service):
 
     A round claims as many ready tasks as there are free slots (at most ``batch``), starts one
     delivery per lease, and returns at once; completions are written in batches by a
-    :class:`Completer`. When nothing is ready it sleeps on the store's ``ready_signal`` (LISTEN/NOTIFY
-    on PostgreSQL), polling every ``poll_interval`` in case a signal was lost.
+    :class:`Completer`. When nothing is ready it sleeps on the store's ``ready_signal``
+    (LISTEN/NOTIFY on PostgreSQL), polling every ``poll_interval`` in case a signal was lost.
     """
 
     name = "dispatcher"

@@ -1,4 +1,4 @@
-"""Promoter: moves due ``scheduled`` and ``retrying`` tasks to ``ready``, in batches (leader only)."""
+"""Promoter: moves due ``scheduled``/``retrying`` tasks to ``ready``, in batches (leader only)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ wakes on a signal, and survives store outages by backing off and trying again.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from abc import ABC, abstractmethod
 
@@ -70,7 +71,5 @@ class Service(ABC):
             await self.wait(did)
 
     async def _pause(self, seconds: float) -> None:
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
-        except TimeoutError:
-            pass

@@ -1,0 +1,178 @@
+"""Micro-benchmark of the webhook hot path: signed deliveries per second, store and engine left out.
+
+Starts a minimal HTTP receiver in a separate process (httptools on uvloop, keep-alive, answers
+``{"ok":true}``), then pushes ``--count`` signed deliveries through one
+:class:`duetime.delivery.webhook.WebhookDeliverer` with ``--concurrency`` in flight, ``--runs``
+times, and prints the median rate next to the machine and the configuration::
+
+    .venv/bin/python benchmarks/webhook_micro.py --count 5000 --concurrency 256 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import aiohttp
+
+from duetime.auth import new_signing_secret
+from duetime.delivery.base import Delivery
+from duetime.delivery.webhook import WebhookDeliverer
+from duetime.types import AttemptOutcome, RetryPolicy, Task, TaskStatus
+
+RESPONSE = (
+    b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
+)
+
+
+def serve() -> None:
+    """The receiver process: print the port, answer every request with 200 until killed."""
+    import httptools
+    import uvloop
+
+    class Receiver(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.parser = httptools.HttpRequestParser(self)
+            self.transport: asyncio.Transport | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+        def data_received(self, data: bytes) -> None:
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError:
+                assert self.transport is not None
+                self.transport.close()
+
+        def on_message_complete(self) -> None:
+            assert self.transport is not None
+            self.transport.write(RESPONSE)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(Receiver, "127.0.0.1", 0, backlog=4096)
+        port = server.sockets[0].getsockname()[1]
+        print(port, flush=True)
+        await server.serve_forever()
+
+    uvloop.run(main())
+
+
+def make_tasks(url: str, count: int) -> list[Task]:
+    now = datetime.now(UTC)
+    base = Task(
+        id="",
+        tenant_id="bench",
+        name="bench",
+        queue="default",
+        status=TaskStatus.RUNNING,
+        version=1,
+        target={"type": "http", "url": url},
+        payload_json='{"report": "2030-01", "rows": [1, 2, 3], "customer": 42}',
+        idempotency_key=None,
+        priority=0,
+        retry=RetryPolicy(),
+        timeout_seconds=30.0,
+        depends_on=(),
+        concurrency_key=None,
+        labels={},
+        attempts=1,
+        series_start=0,
+        schedule_id=None,
+        scheduled_for=None,
+        run_at=now,
+        due_at=now,
+        created_at=now,
+        updated_at=now,
+    )
+    return [replace(base, id=f"0190f000-0000-7000-8000-{n:012d}") for n in range(count)]
+
+
+async def one_run(
+    deliverer: WebhookDeliverer, tasks: list[Task], secrets: tuple[str, ...], concurrency: int
+) -> tuple[float, int]:
+    pending = iter(tasks)
+    errors: list[str] = []
+
+    async def worker() -> None:
+        for task in pending:
+            outcome = await deliverer.deliver(Delivery(task=task, attempt=1, secrets=secrets))
+            if outcome.outcome is not AttemptOutcome.SUCCEEDED:
+                errors.append(outcome.error or str(outcome.outcome))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise SystemExit(f"{len(errors)} deliveries failed, e.g. {errors[0]}")
+    return elapsed, len(errors)
+
+
+async def bench(args: argparse.Namespace, port: int) -> None:
+    secrets = tuple(new_signing_secret() for _ in range(args.secrets))
+    tasks = make_tasks(f"http://127.0.0.1:{port}/hook", args.count)
+    deliverer = WebhookDeliverer(allow_private=True, max_connections=args.concurrency)
+    rates: list[float] = []
+    try:
+        await one_run(deliverer, tasks[: min(500, len(tasks))], secrets, args.concurrency)  # warm
+        for run in range(args.runs):
+            elapsed, failures = await one_run(deliverer, tasks, secrets, args.concurrency)
+            rate = len(tasks) / elapsed
+            rates.append(rate)
+            print(
+                f"run {run + 1}: {len(tasks)} in {elapsed:.3f}s = {rate:,.0f}/s, {failures} failed"
+            )
+    finally:
+        await deliverer.close()
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} cpus, {platform.system()} "
+        f"{platform.release()}; python {platform.python_version()}; aiohttp {aiohttp.__version__}; "
+        f"loop {args.loop}"
+    )
+    print(
+        f"config: count={args.count} concurrency={args.concurrency} secrets={args.secrets} "
+        f"receiver=httptools+uvloop (separate process)"
+    )
+    print(f"median: {statistics.median(rates):,.0f} signed deliveries/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=5000)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--secrets", type=int, default=1, help="signatures per delivery")
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve()
+        return
+    receiver = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert receiver.stdout is not None
+        port = int(receiver.stdout.readline())
+        if args.loop == "uvloop":
+            import uvloop
+
+            uvloop.run(bench(args, port))
+        else:
+            asyncio.run(bench(args, port))
+    finally:
+        receiver.terminate()
+        receiver.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

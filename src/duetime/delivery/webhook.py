@@ -1,0 +1,422 @@
+"""HTTP webhook delivery (SPEC §4): the payload, POSTed and signed per Standard Webhooks.
+
+Every request carries::
+
+    content-type: application/json          (the user's target headers may change it)
+    webhook-id: msg_<task id>               (stable across every attempt of the task)
+    webhook-timestamp: <unix seconds>
+    webhook-signature: v1,<b64> [v1,<b64>]  (one per live secret; absent if the tenant has none)
+    duetime-task-id: <task id>
+    duetime-attempt: <1-based attempt number>
+    duetime-scheduled-for: <RFC 3339 UTC>   (only for schedule-made tasks; absent otherwise)
+    idempotency-key: <the task's idempotency key, or its id>
+
+Target headers never override the signature, ``duetime-*``, ``idempotency-key`` or framing
+headers (they are dropped at delivery; :func:`check_http_target` refuses them at create time).
+
+Outcomes: 2xx succeeds and keeps the first 4 KiB of the answer as the result; connection errors,
+timeouts, 408, 429 and 5xx are retryable and honour ``Retry-After`` (seconds or HTTP-date); 3xx
+(redirects are never followed) and other 4xx fail at once; so does an address refused by
+:mod:`duetime.delivery.netguard`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp.resolver import DefaultResolver
+from yarl import URL
+
+from duetime.clock import Clock, SystemClock
+from duetime.delivery.base import RESULT_LIMIT_BYTES, Delivery, Outcome
+from duetime.delivery.netguard import (
+    ALLOW_HINT,
+    ForbiddenAddressError,
+    GuardedResolver,
+    Resolver,
+    check_url,
+    is_forbidden_address,
+    literal_address,
+)
+from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, sign
+from duetime.errors import ValidationError
+from duetime.types import AttemptOutcome
+
+__all__ = ["ALLOWED_METHODS", "WebhookDeliverer", "check_http_target", "parse_retry_after"]
+
+ALLOWED_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE", "GET"})
+HEADER_TASK_ID = "duetime-task-id"
+HEADER_ATTEMPT = "duetime-attempt"
+HEADER_SCHEDULED_FOR = "duetime-scheduled-for"
+HEADER_IDEMPOTENCY_KEY = "idempotency-key"
+
+# Headers only duetime (or the HTTP client) may set; compared lower-cased.
+_RESERVED_HEADERS = frozenset(
+    {
+        HEADER_ID,
+        HEADER_TIMESTAMP,
+        HEADER_SIGNATURE,
+        HEADER_IDEMPOTENCY_KEY,
+        "content-length",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    }
+)
+_RESERVED_PREFIXES = ("webhook-", "duetime-", "proxy-")
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_ERROR_SNIPPET_CHARS = 200
+_MAX_CACHED_URLS = 4096
+_JSON = "application/json"
+
+
+def _is_reserved(lower_name: str) -> bool:
+    return lower_name in _RESERVED_HEADERS or lower_name.startswith(_RESERVED_PREFIXES)
+
+
+def check_http_target(target: Mapping[str, Any], *, allow_private: bool) -> None:
+    """Refuse an ``http`` target that can never be delivered, at task-create time.
+
+    Checks ``url`` (see :func:`duetime.delivery.netguard.check_url`), ``method`` (one of
+    :data:`ALLOWED_METHODS`, default POST) and ``headers`` (string names and values, no line
+    breaks, none that duetime sets itself). Raises :class:`~duetime.errors.ValidationError`.
+    """
+    url = target.get("url")
+    if not isinstance(url, str):
+        raise ValidationError("url is required and must be a string", "target.url")
+    check_url(url, allow_private=allow_private, field="target.url")
+    method = target.get("method", "POST")
+    if not isinstance(method, str) or method.upper() not in ALLOWED_METHODS:
+        allowed = ", ".join(sorted(ALLOWED_METHODS))
+        raise ValidationError(f"method must be one of {allowed}", "target.method")
+    headers = target.get("headers") or {}
+    if not isinstance(headers, Mapping):
+        raise ValidationError("headers must be an object of strings", "target.headers")
+    for name, value in headers.items():
+        field = f"target.headers.{name}"
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise ValidationError("header name is not a valid HTTP token", field)
+        if not isinstance(value, str) or "\r" in value or "\n" in value or "\0" in value:
+            raise ValidationError("header value must be a string without line breaks", field)
+        if _is_reserved(name.lower()):
+            raise ValidationError(
+                f"header {name} is set by duetime and cannot be overridden", field
+            )
+
+
+def parse_retry_after(value: str, now: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (delta seconds or an HTTP-date), or ``None``.
+
+    ``now`` is the current unix time, used for HTTP-dates; a date in the past means 0.
+    """
+    text = value.strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # RFC 9110 dates are GMT; a naive parse means "-0000"
+            return None
+        return max(0.0, when.timestamp() - now)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
+def _rfc3339_utc(value: datetime) -> str:
+    if value.tzinfo is None:  # stores hand out aware datetimes; be safe with naive ones
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _result_json(body: bytes) -> str | None:
+    if not body:
+        return None
+    chunk = body[:RESULT_LIMIT_BYTES]
+    try:
+        return orjson.dumps(orjson.loads(chunk)).decode()
+    except orjson.JSONDecodeError:
+        return orjson.dumps(chunk.decode("utf-8", "replace")).decode()
+
+
+def _snippet(body: bytes) -> str:
+    text = " ".join(body[: _ERROR_SNIPPET_CHARS * 4].decode("utf-8", "replace").split())
+    if len(text) > _ERROR_SNIPPET_CHARS:
+        text = text[: _ERROR_SNIPPET_CHARS - 1] + "…"
+    return text
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    """Up to ``RESULT_LIMIT_BYTES + 1`` bytes of the body: enough to know if it was truncated.
+
+    A body read to its end lets the connection go back to the pool; a longer one is left unread
+    and aiohttp closes that connection instead of draining a large answer nobody keeps.
+    """
+    content = response.content
+    limit = RESULT_LIMIT_BYTES + 1
+    data = await content.read(limit)
+    if not data or len(data) >= limit or content.at_eof():
+        return data
+    parts = [data]
+    size = len(data)
+    while size < limit:
+        chunk = await content.read(limit - size)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
+
+
+class _Refused(Exception):
+    """A delivery that must fail at once without a retry."""
+
+
+class WebhookDeliverer:
+    """Delivers ``http`` tasks with one shared aiohttp session (keep-alive pool).
+
+    ``allow_private`` lifts the private-address guard (``DUETIME_ALLOW_PRIVATE_TARGETS`` or dev
+    mode). ``resolver`` replaces DNS (tests inject a fake one); whatever it answers is checked by
+    the guard before aiohttp dials it. ``max_connections`` bounds open connections across all
+    receivers. ``clock`` supplies ``webhook-timestamp`` and "now" for ``Retry-After`` dates; it
+    must be a real clock for receivers to accept the signatures.
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool,
+        resolver: Resolver | None = None,
+        max_connections: int = 512,
+        user_agent: str = "duetime/0.1",
+        clock: Clock | None = None,
+    ) -> None:
+        self._allow_private = allow_private
+        self._resolver = resolver
+        self._max_connections = max_connections
+        self._user_agent = user_agent
+        self._clock: Clock = clock or SystemClock()
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+        # url text -> the URL to request, or the reason it is refused (parsed once per target).
+        self._urls: dict[str, URL | str] = {}
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        session = self._session
+        if session is None:
+            inner = self._resolver if self._resolver is not None else DefaultResolver()
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections,
+                resolver=GuardedResolver(inner, allow_private=self._allow_private),
+                ttl_dns_cache=10,
+            )
+            session = self._session = aiohttp.ClientSession(
+                connector=connector,
+                # Receivers' cookies must never travel to the next task's request.
+                cookie_jar=aiohttp.DummyCookieJar(),
+                headers={"User-Agent": self._user_agent},
+                trust_env=False,  # no proxy from the environment: we dial what we checked
+            )
+        return session
+
+    def _url(self, text: object) -> URL:
+        cached = self._urls.get(text) if isinstance(text, str) else None
+        if cached is None:
+            cached = self._parse_url(text)
+            if len(self._urls) >= _MAX_CACHED_URLS:
+                self._urls.clear()
+            if isinstance(text, str):
+                self._urls[text] = cached
+        if isinstance(cached, str):
+            raise _Refused(cached)
+        return cached
+
+    def _parse_url(self, text: object) -> URL | str:
+        if not isinstance(text, str):
+            return "target.url is missing"
+        try:
+            check_url(text, allow_private=True)
+            url = URL(text)
+        except (ValidationError, ValueError) as exc:
+            return f"invalid target url: {getattr(exc, 'detail', exc)}"
+        host = url.raw_host or ""
+        ip = literal_address(host)
+        if ip is None:
+            return url  # a name: the guarded resolver checks what it resolves to
+        if not self._allow_private:
+            reason = is_forbidden_address(ip)
+            if reason is not None:
+                return f"target address {ip} is {reason}; {ALLOW_HINT}"
+        if ip.version == 4 and host != str(ip):
+            # 2130706433, 0x7f.1, 127.1...: dial the address we checked, spelled canonically.
+            url = url.with_host(str(ip))
+        return url
+
+    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
+        return timeout
+
+    def _headers(self, delivery: Delivery, body: bytes, extra: object) -> dict[str, str]:
+        task = delivery.task
+        msg_id = "msg_" + task.id
+        timestamp = int(self._clock.now().timestamp())
+        headers = {
+            "content-type": _JSON,
+            HEADER_ID: msg_id,
+            HEADER_TIMESTAMP: str(timestamp),
+            HEADER_TASK_ID: task.id,
+            HEADER_ATTEMPT: str(delivery.attempt),
+            HEADER_IDEMPOTENCY_KEY: task.idempotency_key or task.id,
+        }
+        if delivery.secrets:
+            try:
+                headers[HEADER_SIGNATURE] = sign(msg_id, timestamp, body, delivery.secrets)
+            except ValueError as exc:
+                raise _Refused(f"cannot sign: {exc}") from exc
+        if task.scheduled_for is not None:
+            headers[HEADER_SCHEDULED_FOR] = _rfc3339_utc(task.scheduled_for)
+        if not extra:
+            return headers
+        if not isinstance(extra, Mapping):
+            raise _Refused("target.headers must be an object")
+        merged: dict[str, str] = {}
+        spelled: dict[str, str] = {}  # lower-cased name -> the spelling kept (last one wins)
+        for name, value in extra.items():
+            name = str(name)
+            lower = name.lower()
+            if _is_reserved(lower):
+                continue
+            text = value if isinstance(value, str) else str(value)
+            if "\r" in text or "\n" in text or "\0" in text or not _TOKEN.match(name):
+                raise _Refused(f"target header {name!r} is not a valid HTTP header")
+            if lower == "content-type":
+                headers.pop("content-type", None)
+            previous = spelled.get(lower)
+            if previous is not None:
+                del merged[previous]
+            spelled[lower] = name
+            merged[name] = text
+        merged.update(headers)
+        return merged
+
+    async def deliver(self, delivery: Delivery) -> Outcome:
+        """POST the task's payload to its target once and say how it went. Never raises."""
+        try:
+            return await self._deliver(delivery)
+        except _Refused as exc:
+            return Outcome(AttemptOutcome.FAILED, retryable=False, error=str(exc))
+        except Exception as exc:  # a bug here must become an attempt, not kill the dispatcher
+            return Outcome(
+                AttemptOutcome.FAILED,
+                retryable=True,
+                error=f"internal delivery error: {type(exc).__name__}: {exc}"[:300],
+            )
+
+    async def _deliver(self, delivery: Delivery) -> Outcome:
+        if self._closed:
+            return Outcome(AttemptOutcome.FAILED, retryable=True, error="deliverer is closed")
+        task = delivery.task
+        target = task.target
+        url = self._url(target.get("url"))
+        method = target.get("method") or "POST"
+        if method not in ALLOWED_METHODS:
+            method = str(method).upper()
+            if method not in ALLOWED_METHODS:
+                raise _Refused(f"target method {method} is not allowed")
+        body = task.payload_json.encode()
+        headers = self._headers(delivery, body, target.get("headers"))
+        session = self._get_session()
+        try:
+            async with session.request(
+                method,
+                url,
+                data=body,
+                headers=headers,
+                timeout=self._timeout(task.timeout_seconds),
+                allow_redirects=False,
+            ) as response:
+                status = response.status
+                answer = await _read_capped(response)
+                if 200 <= status < 300:
+                    return Outcome(
+                        AttemptOutcome.SUCCEEDED,
+                        retryable=False,
+                        http_status=status,
+                        result_json=_result_json(answer),
+                    )
+                return self._failure(status, response.headers, answer)
+        except TimeoutError:
+            return Outcome(
+                AttemptOutcome.TIMED_OUT,
+                retryable=True,
+                error=f"timed out after {task.timeout_seconds:g}s",
+            )
+        except aiohttp.ClientConnectorError as exc:
+            cause = exc.os_error
+            if isinstance(cause, ForbiddenAddressError):
+                return Outcome(AttemptOutcome.FAILED, retryable=False, error=str(cause))
+            what = (
+                "cannot resolve"
+                if isinstance(exc, aiohttp.ClientConnectorDNSError)
+                else ("cannot connect to")
+            )
+            reason = cause.strerror or str(cause) or type(cause).__name__
+            return Outcome(
+                AttemptOutcome.FAILED,
+                retryable=True,
+                error=f"{what} {exc.host}:{exc.port}: {reason}",
+            )
+        except aiohttp.InvalidURL as exc:
+            return Outcome(
+                AttemptOutcome.FAILED, retryable=False, error=f"invalid target url: {exc}"
+            )
+        except aiohttp.ClientError as exc:
+            detail = str(exc) or type(exc).__name__
+            return Outcome(AttemptOutcome.FAILED, retryable=True, error=detail[:300])
+
+    def _failure(self, status: int, headers: Mapping[str, str], answer: bytes) -> Outcome:
+        snippet = _snippet(answer)
+        if 300 <= status < 400:
+            location = headers.get("Location", "?")
+            error = f"HTTP {status}: redirect to {location[:200]} not followed"
+            return Outcome(AttemptOutcome.FAILED, retryable=False, http_status=status, error=error)
+        error = f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}"
+        if status in (408, 429) or 500 <= status < 600:
+            raw = headers.get("Retry-After")
+            retry_after = (
+                parse_retry_after(raw, self._clock.now().timestamp()) if raw is not None else None
+            )
+            return Outcome(
+                AttemptOutcome.FAILED,
+                retryable=True,
+                http_status=status,
+                error=error,
+                retry_after_seconds=retry_after,
+            )
+        return Outcome(AttemptOutcome.FAILED, retryable=False, http_status=status, error=error)
+
+    async def close(self) -> None:
+        """Close the pool. Idempotent; later deliveries fail (retryable) without a request."""
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
