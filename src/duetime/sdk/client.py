@@ -1,0 +1,510 @@
+"""The duetime API client: :class:`AsyncClient` (async first) and :class:`Client` (a thin sync
+facade over it, generated rather than written twice).
+
+::
+
+    async with AsyncClient("http://127.0.0.1:8080", api_key="dt_...") as client:
+        task = await client.create_task(target=http_target("https://example.com/hook"),
+                                        payload={"report": 42}, delay_seconds=30)
+
+    with Client("http://127.0.0.1:8080", api_key="dt_...") as client:
+        for task in client.iter_tasks(status="failed"):
+            client.retry_task(task.id)
+
+Every call raises a typed error from :mod:`duetime.sdk.errors` on a non-2xx answer, and
+:class:`~duetime.sdk.errors.TransportError` when the server cannot be reached.
+
+Adding calls (schedules, queues, leases): write them as ``async`` methods on a mixin built on
+:class:`_Api` (using :meth:`_Api._request`), add the mixin to :class:`AsyncClient`'s bases, and
+add a one-line ``name = _blocking(AsyncClient.name)`` to :class:`Client` for typed sync access
+(without it the call still works on :class:`Client`, untyped, through ``__getattr__``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import threading
+import weakref
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack, cast
+from urllib.parse import quote
+
+import httpx
+import orjson
+import pydantic
+
+from duetime import __version__, errors
+from duetime.sdk.errors import TransportError, error_from_response
+from duetime.sdk.models import (
+    ApiKeyCreated,
+    Attempt,
+    Page,
+    Task,
+    TaskSpec,
+    TaskSpecFields,
+    Tenant,
+    TenantCreated,
+)
+from duetime.types import TaskStatus
+
+__all__ = ["DEFAULT_URL", "AsyncClient", "Client"]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Y = TypeVar("Y")
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""Marks an argument the caller did not give (where ``None`` is a meaningful JSON value)."""
+
+Params = list[tuple[str, str | int | float | bool | None]]
+
+_END = object()
+
+
+def _rfc3339(value: datetime, name: str) -> str:
+    if value.tzinfo is None:
+        raise errors.ValidationError(f"{name} must be timezone-aware", field=name)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _segment(value: str) -> str:
+    """A path segment; ids are quoted so they can never change the route."""
+    return quote(value, safe="")
+
+
+def _spec_from(spec: TaskSpec | Mapping[str, Any], index: int | None = None) -> TaskSpec:
+    if isinstance(spec, TaskSpec):
+        return spec
+    try:
+        return TaskSpec.model_validate(dict(spec))
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        if index is not None:
+            where = f"tasks.{index}.{where}"
+        raise errors.ValidationError(f"{where}: {first['msg']}", field=where) from exc
+
+
+class _Api:
+    """The HTTP core every group of calls is built on."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"user-agent": f"duetime-python/{__version__}", "accept": "application/json"}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool; idempotent."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = UNSET,
+        params: Params | None = None,
+    ) -> Any:
+        """Send one call and return its decoded JSON (None for an empty body).
+
+        Raises the typed :class:`~duetime.sdk.errors.ApiError` for a non-2xx answer and
+        :class:`~duetime.sdk.errors.TransportError` when there is no answer.
+        """
+        content: bytes | None = None
+        headers: dict[str, str] = {}
+        if body is not UNSET:
+            content = orjson.dumps(body)
+            headers["content-type"] = "application/json"
+        try:
+            response = await self._http.request(
+                method, path, content=content, params=params, headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise TransportError(f"{method} {self.base_url}{path}: timed out ({exc})") from exc
+        except httpx.TransportError as exc:
+            raise TransportError(f"cannot reach {self.base_url}: {exc}") from exc
+        decoded: Any = None
+        if response.content:
+            try:
+                decoded = orjson.loads(response.content)
+            except orjson.JSONDecodeError:
+                decoded = response.text
+        if response.is_success:
+            return decoded
+        raise error_from_response(
+            response.status_code, response.reason_phrase, decoded, response.headers
+        )
+
+
+class _TaskCalls(_Api):
+    """``/v1/tasks``: create, read, list, change, cancel and replay one-time tasks."""
+
+    async def create_task(
+        self, spec: TaskSpec | None = None, /, **fields: Unpack[TaskSpecFields]
+    ) -> Task:
+        """Create one task from a :class:`TaskSpec` or its fields as keywords (not both).
+
+        With an ``idempotency_key`` already used by this tenant, nothing is created and the
+        existing task is returned. Raises ``ValidationError`` (locally for a malformed spec, or
+        from the server), ``Unauthorized``.
+        """
+        if spec is not None and fields:
+            raise TypeError("create_task() takes a TaskSpec or keyword fields, not both")
+        data = await self._request("POST", "/v1/tasks", body=_spec_from(spec or fields).to_json())
+        return Task.model_validate(data)
+
+    async def create_tasks(self, specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[Task]:
+        """Create up to 1,000 tasks in one call, all or nothing; results in input order."""
+        body = {"tasks": [_spec_from(s, i).to_json() for i, s in enumerate(specs)]}
+        data = await self._request("POST", "/v1/tasks/batch", body=body)
+        return [Task.model_validate(item) for item in data["items"]]
+
+    async def get_task(self, task_id: str) -> Task:
+        """One task. Raises ``NotFound``."""
+        return Task.model_validate(await self._request("GET", f"/v1/tasks/{_segment(task_id)}"))
+
+    async def list_tasks(
+        self,
+        *,
+        status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        schedule_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        run_after: datetime | None = None,
+        run_before: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Task]:
+        """One page of the tenant's tasks, newest first, matching every filter given.
+
+        ``status`` is one status or several (any of them matches); ``labels`` must all match;
+        ``run_after`` (inclusive) and ``run_before`` (exclusive) bound ``run_at``; ``limit`` is at
+        most 1000. Pass the returned ``next_cursor`` as ``cursor`` for the next page, or use
+        :meth:`iter_tasks`.
+        """
+        params: Params = []
+        if status is not None:
+            statuses = [status] if isinstance(status, str) else list(status)
+            params += [("status", str(s)) for s in statuses]
+        for key, value in (("queue", queue), ("name", name), ("schedule_id", schedule_id)):
+            if value is not None:
+                params.append((key, value))
+        params += [("label", f"{k}:{v}") for k, v in (labels or {}).items()]
+        if run_after is not None:
+            params.append(("run_after", _rfc3339(run_after, "run_after")))
+        if run_before is not None:
+            params.append(("run_before", _rfc3339(run_before, "run_before")))
+        if limit is not None:
+            params.append(("limit", str(limit)))
+        if cursor is not None:
+            params.append(("cursor", cursor))
+        data = await self._request("GET", "/v1/tasks", params=params)
+        return Page[Task].model_validate(data)
+
+    async def iter_tasks(
+        self,
+        *,
+        status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        schedule_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        run_after: datetime | None = None,
+        run_before: datetime | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[Task]:
+        """Every matching task, newest first, following cursors page by page (``page_size``
+        tasks per request). Filters as in :meth:`list_tasks`."""
+        if status is not None and not isinstance(status, str):
+            status = list(status)  # an iterator would be used up by the first page
+        cursor: str | None = None
+        while True:
+            page = await self.list_tasks(
+                status=status,
+                queue=queue,
+                name=name,
+                schedule_id=schedule_id,
+                labels=labels,
+                run_after=run_after,
+                run_before=run_before,
+                limit=page_size,
+                cursor=cursor,
+            )
+            for task in page.items:
+                yield task
+            if not page.next_cursor or not page.items:
+                return
+            cursor = page.next_cursor
+
+    async def update_task(
+        self,
+        task_id: str,
+        *,
+        run_at: datetime | None = None,
+        payload: Any = UNSET,
+        priority: int | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Task:
+        """Change a waiting task (``scheduled``, ``blocked``, ``ready`` or ``retrying``); only
+        the arguments given are changed (``payload=None`` sets JSON ``null``). Raises
+        ``NotFound``, ``Conflict`` in any other status."""
+        body: dict[str, Any] = {}
+        if run_at is not None:
+            body["run_at"] = _rfc3339(run_at, "run_at")
+        if payload is not UNSET:
+            body["payload"] = payload
+        if priority is not None:
+            body["priority"] = priority
+        if labels is not None:
+            body["labels"] = dict(labels)
+        data = await self._request("PATCH", f"/v1/tasks/{_segment(task_id)}", body=body)
+        return Task.model_validate(data)
+
+    async def cancel_task(self, task_id: str) -> Task:
+        """Cancel a task that has not finished; a running one ends ``cancelled`` when its attempt
+        does and is not retried. Raises ``NotFound``, ``Conflict`` on a finished task."""
+        data = await self._request("POST", f"/v1/tasks/{_segment(task_id)}/cancel")
+        return Task.model_validate(data)
+
+    async def retry_task(self, task_id: str) -> Task:
+        """Replay a ``failed`` or ``cancelled`` task as a new attempt series, due now.
+        Raises ``NotFound``, ``Conflict`` in any other status."""
+        data = await self._request("POST", f"/v1/tasks/{_segment(task_id)}/retry")
+        return Task.model_validate(data)
+
+    async def list_attempts(self, task_id: str) -> list[Attempt]:
+        """Every attempt of the task, by number. Raises ``NotFound``."""
+        data = await self._request("GET", f"/v1/tasks/{_segment(task_id)}/attempts")
+        return [Attempt.model_validate(item) for item in data["items"]]
+
+
+class _TenantCalls(_Api):
+    """``/v1/tenant`` (the caller's own tenant), admin calls, and health."""
+
+    async def get_tenant(self) -> Tenant:
+        """The calling tenant with its live signing secrets."""
+        return Tenant.model_validate(await self._request("GET", "/v1/tenant"))
+
+    async def rotate_signing_secret(self, overlap_seconds: float | None = None) -> Tenant:
+        """Add a new ``whsec_`` secret; older secrets expire after ``overlap_seconds`` (server
+        default 86400), during which deliveries carry one signature per live secret. Returns the
+        tenant with its live secrets, newest last."""
+        body = {} if overlap_seconds is None else {"overlap_seconds": overlap_seconds}
+        data = await self._request("POST", "/v1/tenant/signing-secrets/rotate", body=body)
+        return Tenant.model_validate(data)
+
+    async def create_tenant(self, name: str) -> TenantCreated:
+        """Admin (``api_key`` = the admin token): a new tenant and its first API key."""
+        return TenantCreated.model_validate(
+            await self._request("POST", "/v1/admin/tenants", body={"name": name})
+        )
+
+    async def create_api_key(self, tenant_id: str) -> ApiKeyCreated:
+        """Admin: a new API key for ``tenant_id``. Raises ``NotFound``."""
+        path = f"/v1/admin/tenants/{_segment(tenant_id)}/keys"
+        return ApiKeyCreated.model_validate(await self._request("POST", path, body={}))
+
+    async def delete_api_key(self, key_id: str) -> None:
+        """Admin: revoke a key at once. Raises ``NotFound`` for an unknown key."""
+        await self._request("DELETE", f"/v1/admin/keys/{_segment(key_id)}")
+
+    async def is_ready(self) -> bool:
+        """Whether the server answers ``/readyz`` with success (store reachable, migrations
+        current). Never raises for an unreachable or unready server."""
+        try:
+            await self._request("GET", "/readyz")
+        except (errors.DuetimeError, pydantic.ValidationError):
+            return False
+        return True
+
+
+class AsyncClient(_TaskCalls, _TenantCalls):
+    """Async client for the duetime HTTP API.
+
+    ``AsyncClient(base_url="http://127.0.0.1:8080", api_key=None, *, timeout=10.0,
+    transport=None)``: ``api_key`` is a tenant key (or the admin token for admin calls; None in
+    dev mode); ``timeout`` applies to each request; ``transport`` replaces the network, e.g.
+    ``httpx.MockTransport(handler)`` or ``httpx.ASGITransport(app)`` in tests. Use it as an
+    ``async with`` block or call :meth:`aclose`.
+    """
+
+
+# -- the sync facade -------------------------------------------------------------------------
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Client, P], R]:
+    """A blocking method of :class:`Client` that runs ``method`` on the client's loop."""
+
+    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._run(method(self._async, *args, **kwargs))
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+def _blocking_iter(
+    method: Callable[Concatenate[AsyncClient, P], AsyncIterator[Y]],
+) -> Callable[Concatenate[Client, P], Iterator[Y]]:
+    """A plain iterator method of :class:`Client` driving an async iterator of AsyncClient."""
+
+    def call(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[Y]:
+        return self._iterate(method(self._async, *args, **kwargs))
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, api: AsyncClient) -> None:
+    if loop.is_closed():
+        return
+    if loop.is_running() and thread.is_alive():
+        try:
+            asyncio.run_coroutine_threadsafe(api.aclose(), loop).result(timeout=5)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+    if not loop.is_running():
+        loop.close()
+
+
+class Client:
+    """Blocking client: the same calls as :class:`AsyncClient`, same arguments and results.
+
+    It runs an :class:`AsyncClient` on a private event loop in a daemon thread, so it works in
+    plain scripts and also inside code that already runs an event loop (a notebook, an async
+    test), where :func:`asyncio.run` would refuse. Use it as a ``with`` block or call
+    :meth:`close`. Safe to share between threads; calls made from several threads run
+    concurrently on the one connection pool.
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._async = AsyncClient(base_url, api_key, timeout=timeout, transport=transport)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="duetime-client", daemon=True
+        )
+        self._thread.start()
+        self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._thread, self._async)
+
+    @property
+    def base_url(self) -> str:
+        return self._async.base_url
+
+    def close(self) -> None:
+        """Close the connection pool and stop the private loop; idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
+        if not self._finalizer.alive:
+            coro.close()
+            raise RuntimeError("the duetime Client is closed")
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("a Client call cannot be made from its own event loop")
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # e.g. KeyboardInterrupt while waiting: stop the request too
+            raise
+
+    def _iterate(self, agen: AsyncIterator[Y]) -> Iterator[Y]:
+        async def step() -> object:
+            try:
+                return await anext(agen)
+            except StopAsyncIteration:
+                return _END
+
+        try:
+            while True:
+                item = self._run(step())
+                if item is _END:
+                    return
+                yield cast(Y, item)
+        finally:
+            close = getattr(agen, "aclose", None)
+            if close is not None and self._finalizer.alive:
+                self._run(close())
+
+    def __getattr__(self, name: str) -> Any:
+        # Calls added to AsyncClient without a typed line below still work, untyped.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        method = getattr(self._async, name)
+        func = getattr(type(self._async), name, None)
+        if inspect.isasyncgenfunction(func):
+            return functools.partial(_blocking_iter(func), self)
+        if inspect.iscoroutinefunction(func):
+            return functools.partial(_blocking(func), self)
+        return method
+
+    create_task = _blocking(AsyncClient.create_task)
+    create_tasks = _blocking(AsyncClient.create_tasks)
+    get_task = _blocking(AsyncClient.get_task)
+    list_tasks = _blocking(AsyncClient.list_tasks)
+    iter_tasks = _blocking_iter(AsyncClient.iter_tasks)
+    update_task = _blocking(AsyncClient.update_task)
+    cancel_task = _blocking(AsyncClient.cancel_task)
+    retry_task = _blocking(AsyncClient.retry_task)
+    list_attempts = _blocking(AsyncClient.list_attempts)
+    get_tenant = _blocking(AsyncClient.get_tenant)
+    rotate_signing_secret = _blocking(AsyncClient.rotate_signing_secret)
+    create_tenant = _blocking(AsyncClient.create_tenant)
+    create_api_key = _blocking(AsyncClient.create_api_key)
+    delete_api_key = _blocking(AsyncClient.delete_api_key)
+    is_ready = _blocking(AsyncClient.is_ready)

@@ -1,0 +1,245 @@
+"""Typed values the SDK sends and receives, mirroring the JSON of the HTTP API (SPEC §3).
+
+Responses parse into frozen pydantic models; RFC 3339 times become timezone-aware datetimes and
+unknown response fields are ignored (a newer server may add some). Requests are built from
+:class:`TaskSpec`, which rejects unknown fields and naive datetimes before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Generic, TypedDict, TypeVar
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict
+
+from duetime.types import AttemptOutcome, TaskStatus
+
+__all__ = [
+    "ApiKeyCreated",
+    "Attempt",
+    "Page",
+    "RetryPolicy",
+    "RetrySpec",
+    "SigningSecret",
+    "Task",
+    "TaskSpec",
+    "TaskSpecFields",
+    "Tenant",
+    "TenantCreated",
+    "http_target",
+    "worker_target",
+]
+
+T = TypeVar("T")
+
+
+class _Response(BaseModel):
+    """Base of every response model: immutable, tolerant of fields it does not know."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    def to_json(self) -> dict[str, Any]:
+        """The model as JSON-ready data (datetimes as RFC 3339 strings)."""
+        return self.model_dump(mode="json")
+
+
+class _Request(BaseModel):
+    """Base of request models: immutable, and an unknown field is an error (as on the server)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        """The request body: only the fields the caller set, ``None`` meaning "server default"
+        (except where JSON ``null`` is a meaningful value, such as ``payload``)."""
+        data = self.model_dump(mode="json", exclude_unset=True)
+        keep = self._nullable_fields()
+        return {k: v for k, v in data.items() if v is not None or k in keep}
+
+    @classmethod
+    def _nullable_fields(cls) -> frozenset[str]:
+        return frozenset()
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+class RetrySpec(_Request):
+    """Retry settings for a new task; unset fields take the server's defaults."""
+
+    max_attempts: int | None = None
+    initial_delay_seconds: float | None = None
+    max_delay_seconds: float | None = None
+    multiplier: float | None = None
+    jitter: float | None = None
+
+
+class TaskSpec(_Request):
+    """A task to create (the body of ``POST /v1/tasks``). Only ``target`` is required.
+
+    ``run_at`` (aware datetime) or ``delay_seconds`` picks when it is due; neither means now.
+    ``payload`` is any JSON value and is sent even when it is ``None`` (JSON ``null``) if set.
+    """
+
+    target: dict[str, Any]
+    name: str | None = None
+    queue: str | None = None
+    run_at: AwareDatetime | None = None
+    delay_seconds: float | None = None
+    payload: Any = None
+    idempotency_key: str | None = None
+    priority: int | None = None
+    retry: RetrySpec | None = None
+    timeout_seconds: float | None = None
+    depends_on: list[str] | None = None
+    concurrency_key: str | None = None
+    labels: dict[str, str] | None = None
+
+    @classmethod
+    def _nullable_fields(cls) -> frozenset[str]:
+        return frozenset({"payload"})
+
+
+class TaskSpecFields(TypedDict, total=False):
+    """The keyword arguments :meth:`AsyncClient.create_task` accepts: :class:`TaskSpec`'s fields.
+    ``target`` is required at run time (it is not marked ``Required`` so that ``create_task(spec)``
+    type-checks too)."""
+
+    target: Mapping[str, Any]
+    name: str | None
+    queue: str | None
+    run_at: datetime | None
+    delay_seconds: float | None
+    payload: Any
+    idempotency_key: str | None
+    priority: int | None
+    retry: RetrySpec | Mapping[str, Any] | None
+    timeout_seconds: float | None
+    depends_on: list[str] | None
+    concurrency_key: str | None
+    labels: Mapping[str, str] | None
+
+
+def http_target(
+    url: str, *, method: str = "POST", headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A webhook target: the task's payload is sent, signed, as the JSON body to ``url``."""
+    target: dict[str, Any] = {"type": "http", "url": url, "method": method}
+    if headers:
+        target["headers"] = dict(headers)
+    return target
+
+
+def worker_target() -> dict[str, Any]:
+    """A pull target: no push; an SDK worker leases the task from its queue."""
+    return {"type": "worker"}
+
+
+# -- responses -------------------------------------------------------------------------------
+
+
+class RetryPolicy(_Response):
+    """A task's effective retry policy (see :class:`duetime.types.RetryPolicy`)."""
+
+    max_attempts: int = 5
+    initial_delay_seconds: float = 1.0
+    max_delay_seconds: float = 3600.0
+    multiplier: float = 2.0
+    jitter: float = 0.1
+
+
+class Task(_Response):
+    """A task as the API reports it, fields in the API's order. ``attempts`` counts every
+    attempt ever started; ``next_attempt_at`` is when it will next be tried (None when running
+    or finished)."""
+
+    id: str
+    name: str | None = None
+    queue: str = "default"
+    status: TaskStatus
+    run_at: datetime
+    target: dict[str, Any]
+    payload: Any = None
+    idempotency_key: str | None = None
+    priority: int = 0
+    retry: RetryPolicy = RetryPolicy()
+    timeout_seconds: float | None = None
+    depends_on: tuple[str, ...] = ()
+    concurrency_key: str | None = None
+    labels: dict[str, str] = {}
+    attempts: int = 0
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    last_error: str | None = None
+    result: Any = None
+    next_attempt_at: datetime | None = None
+    cancel_requested: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the task has finished for good (succeeded, failed or cancelled)."""
+        return self.status.terminal
+
+
+class Attempt(_Response):
+    """One try at delivering a task."""
+
+    task_id: str | None = None
+    number: int
+    started_at: datetime
+    finished_at: datetime | None = None
+    outcome: AttemptOutcome
+    error: str | None = None
+    http_status: int | None = None
+    duration_ms: float | None = None
+    worker: str | None = None
+
+
+class SigningSecret(_Response):
+    """A ``whsec_`` secret that signs webhooks; ``expires_at=None`` = live until rotated."""
+
+    id: str
+    secret: str
+    created_at: datetime
+    expires_at: datetime | None = None
+
+
+class Tenant(_Response):
+    """The calling tenant and its live signing secrets (oldest first)."""
+
+    id: str
+    name: str
+    signing_secrets: tuple[SigningSecret, ...] = ()
+    created_at: datetime | None = None
+
+
+class TenantCreated(_Response):
+    """A new tenant and its first API key (``key_id`` names it for admin calls). The key is
+    shown only this once."""
+
+    id: str
+    name: str
+    api_key: str
+    key_id: str | None = None
+
+
+class ApiKeyCreated(_Response):
+    """A new API key of a tenant. ``api_key`` is shown only this once; ``id`` names it for
+    :meth:`AsyncClient.delete_api_key`."""
+
+    id: str
+    tenant_id: str | None = None
+    api_key: str
+    created_at: datetime | None = None
+
+
+class Page(_Response, Generic[T]):
+    """One page of a listing, newest first. ``next_cursor`` is None on the last page; otherwise
+    pass it as ``cursor`` to get the next one."""
+
+    items: tuple[T, ...]
+    next_cursor: str | None = None
