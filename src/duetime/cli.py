@@ -427,6 +427,15 @@ app.add_typer(task_app, name="task")
 app.add_typer(tenant_app, name="tenant")
 
 
+def _add_bench() -> None:
+    from duetime.bench.cli import bench_app
+
+    app.add_typer(bench_app, name="bench")
+
+
+_add_bench()
+
+
 def main() -> None:
     """Entry point of the ``duetime`` console script."""
     app()

@@ -35,8 +35,7 @@ class _Protocol(asyncio.Protocol):
         self.url = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
         try:
