@@ -1,0 +1,1 @@
+"""The SQLite store, duetime's embedded default: see :mod:`duetime.store.sqlite.backend`."""

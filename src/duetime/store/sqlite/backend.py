@@ -1,0 +1,380 @@
+"""The SQLite store: duetime's embedded default (one node, one file in the data directory).
+
+One dedicated thread owns the only connection. Every store method is one function that runs a
+whole transaction on that thread (``BEGIN IMMEDIATE`` for writes), so a batch of any size costs one
+thread hop and one commit. SQLite serves a single node, so the process clock is the store clock:
+"now" is ``clock.pinned()`` when the store was given a clock that pins time (tests), else the real
+UTC time, read once per transaction after the write lock is taken.
+
+Durability: WAL journal with ``synchronous=FULL`` by default, so a committed transaction survives
+a crash or power loss. ``NORMAL`` is faster and still crash-safe for the process, but the last
+commits may roll back on power loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from duetime.clock import Clock, utcnow
+from duetime.errors import ConfigError, Conflict, StoreUnavailable
+from duetime.store.sqlite import leadership, migrations, tasks_api, tasks_engine, tenancy
+from duetime.store.sqlite.queries import QUERIES as Q
+from duetime.store.sqlite.rows import to_micros
+from duetime.store.sqlite.signals import LocalSignal, Wakeups
+from duetime.types import (
+    ApiKey,
+    Attempt,
+    ClaimRequest,
+    Completion,
+    CompletionResult,
+    Lease,
+    NewTask,
+    SigningSecret,
+    StatusCount,
+    Task,
+    TaskCreated,
+    TaskFilter,
+    TaskPatch,
+    Tenant,
+)
+
+__all__ = ["SqliteStore"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Tx = Callable[[sqlite3.Connection, int], T]
+"""A transaction body: runs on the database thread with (connection, now in microseconds)."""
+
+# PRAGMA values cannot be bound as parameters: one fixed statement per allowed level.
+_SYNCHRONOUS = {
+    "OFF": "PRAGMA synchronous = OFF",
+    "NORMAL": "PRAGMA synchronous = NORMAL",
+    "FULL": "PRAGMA synchronous = FULL",
+    "EXTRA": "PRAGMA synchronous = EXTRA",
+}
+_PRAGMAS = (
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA busy_timeout = 10000",
+    # Scratch b-trees (sorts of claim candidates) stay in memory; 32 MiB page cache.
+    "PRAGMA temp_store = MEMORY",
+    "PRAGMA cache_size = -32768",
+)
+_BUSY_TIMEOUT_SECONDS = 10.0
+_INTEGRITY_RETRIES = 2
+
+
+class SqliteStore:
+    """:class:`~duetime.store.protocols.Store` on one SQLite file.
+
+    ``path`` is the database file; its directory is created on :meth:`open`. ``synchronous`` is
+    SQLite's durability level (``FULL`` default, ``NORMAL``, ``EXTRA`` or ``OFF``). Raises
+    ``ConfigError`` for an unknown level.
+
+    Every method keeps the contract written on the protocol method of the same name. Methods that
+    cannot reach the file (not open, closed, I/O error, schema missing) raise ``StoreUnavailable``.
+    ``ready_signal``/``due_signal`` are in-process (:class:`LocalSignal`): SQLite serves one node.
+    """
+
+    def __init__(
+        self, path: Path, *, clock: Clock | None = None, synchronous: str = "FULL"
+    ) -> None:
+        level = synchronous.upper()
+        if level not in _SYNCHRONOUS:
+            raise ConfigError(
+                f"unknown SQLite synchronous level {synchronous!r}: use FULL, NORMAL, EXTRA or OFF"
+            )
+        self.path = Path(path)
+        self._clock = clock
+        self._synchronous = _SYNCHRONOUS[level]
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        self.ready_signal = LocalSignal()
+        self.due_signal = LocalSignal()
+
+    # -- the database thread ------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        """The store's clock: the pinned test time, else real UTC time."""
+        pinned = self._clock.pinned() if self._clock is not None else None
+        return pinned if pinned is not None else utcnow()
+
+    def _connect(self) -> None:
+        in_memory = str(self.path) == ":memory:"
+        try:
+            if not in_memory:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                str(self.path),
+                timeout=_BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                cached_statements=256,
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreUnavailable(f"cannot open SQLite database {self.path}: {exc}") from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            mode = conn.execute(Q["journal_mode_wal"]).fetchone()[0]
+            if mode != "wal" and not in_memory:
+                log.warning("SQLite at %s refused WAL mode (journal_mode=%s)", self.path, mode)
+            conn.execute(self._synchronous)
+            for pragma in _PRAGMAS:
+                conn.execute(pragma)
+            conn.create_function("duetime_uuid", 0, _random_uuid, deterministic=False)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreUnavailable(f"cannot use SQLite database {self.path}: {exc}") from exc
+        self._conn = conn
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error as exc:
+                log.warning("closing SQLite database %s: %s", self.path, exc)
+
+    def _transaction(self, body: Tx[T], *, write: bool) -> T:
+        """Run ``body`` in one transaction on the database thread; roll back on any error."""
+        conn = self._conn
+        if conn is None:
+            raise StoreUnavailable("the SQLite store is closed")
+        try:
+            conn.execute(Q["begin_immediate"] if write else Q["begin_read"])
+            try:
+                result = body(conn, to_micros(self._now()))
+                conn.execute(Q["commit"])
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute(Q["rollback"])
+                raise
+        except sqlite3.IntegrityError:
+            raise
+        except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
+            if not isinstance(exc, sqlite3.OperationalError) and type(exc) is not (
+                sqlite3.DatabaseError
+            ):
+                raise  # a programming error (bad binding, misuse): a bug, not an outage
+            raise self._unavailable(exc) from exc
+        return result
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+        detail = f"SQLite database {self.path}: {exc}"
+        if "no such table" in str(exc):
+            detail += " (is the schema migrated? run `duetime migrate`)"
+        return StoreUnavailable(detail)
+
+    # -- hops from the event loop --------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        executor = self._executor
+        if executor is None:
+            raise StoreUnavailable("the SQLite store is not open")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, fn)
+        except RuntimeError as exc:  # the executor shut down under us (close raced this call)
+            if self._executor is None:
+                raise StoreUnavailable("the SQLite store was closed") from exc
+            raise
+
+    async def _write(self, body: Tx[T], *, integrity_retries: int = 0) -> T:
+        for attempt in range(integrity_retries + 1):
+            try:
+                return await self._call(lambda: self._transaction(body, write=True))
+            except sqlite3.IntegrityError as exc:
+                if attempt == integrity_retries:
+                    raise Conflict(f"conflicting write: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def _read(self, body: Tx[T]) -> T:
+        return await self._call(lambda: self._transaction(body, write=False))
+
+    def _fire(self, wake: Wakeups) -> None:
+        if wake.ready:
+            self.ready_signal.notify()
+        if wake.due:
+            self.due_signal.notify()
+
+    # -- life of the store ---------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create the directory, open the file (WAL). Does not migrate. ``StoreUnavailable``."""
+        if self._executor is not None:
+            return
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duetime-sqlite")
+        try:
+            await asyncio.get_running_loop().run_in_executor(executor, self._connect)
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        self._executor = executor
+
+    async def close(self) -> None:
+        """Close the connection and stop the thread; idempotent. Queued calls finish first."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(executor, self._disconnect)
+        finally:
+            executor.shutdown(wait=False)
+
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations in one write transaction; returns the versions applied."""
+        return await self._write(migrations.migrate)
+
+    async def migrations_pending(self) -> list[str]:
+        return await self._read(lambda conn, now: migrations.pending(conn))
+
+    async def ping(self) -> None:
+        await self._read(lambda conn, now: conn.execute(Q["ping"]).fetchone())
+
+    async def now(self) -> datetime:
+        return self._now()
+
+    # -- tenancy -------------------------------------------------------------------------------
+
+    async def tenant_create(self, name: str, *, tenant_id: str | None = None) -> Tenant:
+        return await self._write(
+            lambda conn, now: tenancy.tenant_create(conn, now, name, tenant_id)
+        )
+
+    async def tenant_get(self, tenant_id: str) -> Tenant | None:
+        return await self._read(lambda conn, now: tenancy.tenant_get(conn, now, tenant_id))
+
+    async def api_key_create(self, tenant_id: str, key_id: str, key_hash: str) -> ApiKey:
+        return await self._write(
+            lambda conn, now: tenancy.api_key_create(conn, now, tenant_id, key_id, key_hash)
+        )
+
+    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
+        return await self._read(lambda conn, now: tenancy.api_key_get_by_hash(conn, now, key_hash))
+
+    async def api_key_delete(self, key_id: str) -> bool:
+        return await self._write(lambda conn, now: tenancy.api_key_delete(conn, now, key_id))
+
+    async def signing_secret_list(self, tenant_id: str) -> list[SigningSecret]:
+        return await self._read(lambda conn, now: tenancy.signing_secret_list(conn, now, tenant_id))
+
+    async def signing_secret_rotate(
+        self, tenant_id: str, secret: str, overlap_seconds: float
+    ) -> list[SigningSecret]:
+        return await self._write(
+            lambda conn, now: tenancy.signing_secret_rotate(
+                conn, now, tenant_id, secret, overlap_seconds
+            )
+        )
+
+    # -- tasks: the API's side -----------------------------------------------------------------
+
+    async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
+        if not tasks:
+            return []
+        batch = list(tasks)
+        wake = Wakeups()
+        # Under BEGIN IMMEDIATE nobody can insert between our idempotency lookup and our insert,
+        # but should a unique index still fire, a re-run finds the winner as an idempotent hit.
+        created = await self._write(
+            lambda conn, now: tasks_api.task_create_many(conn, now, batch, wake),
+            integrity_retries=_INTEGRITY_RETRIES,
+        )
+        self._fire(wake)
+        return created
+
+    async def task_get(self, tenant_id: str, task_id: str) -> Task | None:
+        return await self._read(lambda conn, now: tasks_api.task_get(conn, now, tenant_id, task_id))
+
+    async def task_list(self, query: TaskFilter) -> list[Task]:
+        return await self._read(lambda conn, now: tasks_api.task_list(conn, now, query))
+
+    async def task_update(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
+        wake = Wakeups()
+        task = await self._write(
+            lambda conn, now: tasks_api.task_update(conn, now, tenant_id, task_id, patch, wake)
+        )
+        self._fire(wake)
+        return task
+
+    async def task_cancel(self, tenant_id: str, task_id: str) -> Task:
+        return await self._write(
+            lambda conn, now: tasks_api.task_cancel(conn, now, tenant_id, task_id)
+        )
+
+    async def task_retry(self, tenant_id: str, task_id: str) -> Task:
+        wake = Wakeups()
+        task = await self._write(
+            lambda conn, now: tasks_api.task_retry(conn, now, tenant_id, task_id, wake)
+        )
+        self._fire(wake)
+        return task
+
+    async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
+        return await self._read(
+            lambda conn, now: tasks_api.attempt_list(conn, now, tenant_id, task_id)
+        )
+
+    async def task_count_by_status(self) -> list[StatusCount]:
+        return await self._read(tasks_api.task_count_by_status)
+
+    # -- tasks: the engine's side --------------------------------------------------------------
+
+    async def task_promote_due(self, limit: int) -> int:
+        wake = Wakeups()
+        moved = await self._write(
+            lambda conn, now: tasks_engine.task_promote_due(conn, now, limit, wake)
+        )
+        self._fire(wake)
+        return moved
+
+    async def task_next_due_at(self) -> datetime | None:
+        return await self._read(tasks_engine.task_next_due_at)
+
+    async def task_claim(self, request: ClaimRequest) -> list[Lease]:
+        return await self._write(lambda conn, now: tasks_engine.task_claim(conn, now, request))
+
+    async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
+        if not completions:
+            return []
+        batch = list(completions)
+        wake = Wakeups()
+        results = await self._write(
+            lambda conn, now: tasks_engine.task_complete_many(conn, now, batch, wake)
+        )
+        self._fire(wake)
+        return results
+
+    async def task_heartbeat(
+        self, lease_ids: Sequence[str], extend_seconds: float
+    ) -> dict[str, datetime]:
+        ids = list(lease_ids)
+        return await self._write(
+            lambda conn, now: tasks_engine.task_heartbeat(conn, now, ids, extend_seconds)
+        )
+
+    async def task_expired_leases(self, limit: int) -> list[Lease]:
+        return await self._read(
+            lambda conn, now: tasks_engine.task_expired_leases(conn, now, limit)
+        )
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    async def leader_attempt_elect(self, name: str, node_id: str, ttl_seconds: float) -> bool:
+        return await self._write(
+            lambda conn, now: leadership.leader_attempt_elect(conn, now, name, node_id, ttl_seconds)
+        )
+
+    async def leader_resign(self, name: str, node_id: str) -> None:
+        await self._write(lambda conn, now: leadership.leader_resign(conn, now, name, node_id))
+
+
+def _random_uuid() -> str:
+    """SQL function ``duetime_uuid()``: a fresh random (v4) UUID per call, for lease ids."""
+    return str(uuid.uuid4())

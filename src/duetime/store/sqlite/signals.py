@@ -1,0 +1,81 @@
+"""In-process :class:`~duetime.store.protocols.Signal` for the single-node SQLite store.
+
+SQLite serves one node, so a wake-up never has to cross a process: an asyncio future per waiter is
+enough. Another process writing the same file (the CLI) cannot notify; waiters also poll, so that
+costs only latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+
+class LocalSignal:
+    """A coalescing wake-up flag for waiters on one event loop.
+
+    ``notify()`` wakes every current waiter, or, when nobody waits, makes the next ``wait`` return
+    True at once. It may be called from the event loop or from any other thread.
+    """
+
+    def __init__(self) -> None:
+        self._pending = False
+        self._waiters: set[asyncio.Future[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def notify(self) -> None:
+        """Wake the waiters (or remember the notification for the next wait)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._pending = True
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._wake()
+        else:
+            # Called from another thread (e.g. the database thread): hop onto the waiters' loop.
+            self._pending = True
+            # A RuntimeError means the loop closed in between; the flag is set regardless.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if not self._waiters:
+            self._pending = True
+            return
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+        # Everyone waiting has been told; nobody owes the next wait a wake-up.
+        self._pending = False
+
+    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 (the Signal protocol)
+        """True when notified since the last wait (or during this one); False after ``timeout``."""
+        if self._pending:
+            self._pending = False
+            return True
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.add(waiter)
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                await waiter
+        except TimeoutError:
+            return False
+        finally:
+            self._waiters.discard(waiter)
+        return True
+
+
+@dataclass(slots=True)
+class Wakeups:
+    """Which signals a transaction owes its waiters; fired only after it commits."""
+
+    ready: bool = False
+    due: bool = False
