@@ -63,7 +63,9 @@ def test_sigkill_one_node_loses_nothing(pg_url: str, tmp_path: Path) -> None:
             assert made.status_code == 201, made.text
             ids.extend(t["id"] for t in made.json()["items"])
         time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + 1.2)
+        before_kill = int(httpx.get(f"{receiver.url}/_count").text)
         a.kill()
+        assert 0 < before_kill < TASKS, f"the kill must land mid-run ({before_kill} delivered)"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             left = [t for t in _all_tasks(b.url) if t["status"] != "succeeded"]
