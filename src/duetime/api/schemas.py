@@ -1,0 +1,409 @@
+"""Request bodies of the HTTP API v1 (SPEC §3), and the response shapes its OpenAPI document shows.
+
+Request models are strict (no type coercion: ``"5"`` is not an integer) and reject unknown fields,
+so a typo is a 422 naming the field instead of a silently ignored option. Cross-field checks that
+need the server's settings or clock (payload size, ``delay_seconds``) live in
+:mod:`duetime.api.convert`, which turns these models into :mod:`duetime.types` values.
+
+Responses are rendered by :mod:`duetime.api.render` straight to JSON bytes (the create call is a hot
+path); the ``*Out`` models below only describe them in ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from duetime.types import RetryPolicy
+
+MAX_BATCH = 1000
+MAX_LIST_LIMIT = 1000
+MAX_TIMEOUT_SECONDS = 3600.0
+MAX_DELAY_SECONDS = 10 * 365 * 86400.0
+MAX_RETRY_DELAY_SECONDS = 30 * 86400.0
+MAX_OVERLAP_SECONDS = 30 * 86400.0
+MAX_DEPENDS_ON = 100
+MAX_LABELS = 64
+MAX_HEADERS = 64
+PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
+_DEFAULT_RETRY = RetryPolicy()
+
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+_NO_CONTROL = r"^[^\x00-\x1f\x7f]+$"
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
+# Headers duetime sets itself on every delivery, or that HTTP owns: a task may not override them.
+_RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "idempotency-key",
+    }
+)
+
+
+def parse_rfc3339(value: object) -> datetime:
+    """An RFC 3339 date-time *with* an offset (``Z`` or ``±hh:mm``), as an aware UTC datetime.
+
+    Raises a pydantic error for anything else — notably a naive time, whose zone would be a guess.
+    """
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC)
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise PydanticCustomError(
+            "rfc3339",
+            "must be an RFC 3339 date-time with an offset, e.g. 2026-12-01T15:00:00Z",
+        )
+    try:
+        return datetime.fromisoformat(value.upper()).astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise PydanticCustomError(
+            "rfc3339", "not a valid date-time: {error}", {"error": str(exc)}
+        ) from None
+
+
+def _canonical_uuid(value: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise PydanticCustomError("uuid", "must be a task id (a UUID)") from None
+
+
+def _url_checker(*schemes: str) -> AfterValidator:
+    def check(value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme.lower() not in schemes or not parts.hostname:
+            raise PydanticCustomError(
+                "url_scheme",
+                "must be an absolute URL with scheme {schemes}",
+                {"schemes": " or ".join(schemes)},
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _check_headers(headers: dict[str, str]) -> dict[str, str]:
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise PydanticCustomError(
+                "header_name", "{name} is not a valid header name", {"name": name}
+            )
+        lowered = name.lower()
+        if lowered in _RESERVED_HEADERS or lowered.startswith("duetime-"):
+            raise PydanticCustomError(
+                "header_reserved", "header {name} is set by duetime itself", {"name": name}
+            )
+        if any(ch in value for ch in "\r\n\x00"):
+            raise PydanticCustomError(
+                "header_value", "header {name} has a line break or NUL in its value", {"name": name}
+            )
+    return headers
+
+
+Rfc3339 = Annotated[
+    datetime,
+    BeforeValidator(parse_rfc3339),
+    WithJsonSchema({"type": "string", "format": "date-time", "example": "2026-12-01T15:00:00Z"}),
+]
+"""An aware UTC datetime parsed from an RFC 3339 string with an offset."""
+
+TaskId = Annotated[str, Field(max_length=64), AfterValidator(_canonical_uuid)]
+QueueName = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
+        description="1-128 characters: letters, digits, `.`, `_`, `:`, `-`; starts alphanumeric.",
+    ),
+]
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=_NO_CONTROL)]
+Key = Annotated[str, Field(min_length=1, max_length=255, pattern=_NO_CONTROL)]
+LabelKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")]
+Labels = Annotated[
+    dict[LabelKey, Annotated[str, Field(max_length=256)]],
+    Field(max_length=MAX_LABELS, description="Up to 64 labels; keys have no `:`."),
+]
+Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
+
+
+class StrictModel(BaseModel):
+    """Base of every request body: unknown fields and type coercion are refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class HttpTarget(StrictModel):
+    """Deliver the payload as a signed webhook."""
+
+    type: Literal["http"]
+    url: Annotated[str, Field(max_length=2048), _url_checker("http", "https")]
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: Annotated[
+        dict[str, Annotated[str, Field(max_length=8192)]],
+        Field(max_length=MAX_HEADERS),
+        AfterValidator(_check_headers),
+    ] = Field(default_factory=dict)
+
+
+class AmqpTarget(StrictModel):
+    """Publish to RabbitMQ (``exchange`` ``""`` is the default exchange)."""
+
+    type: Literal["amqp"]
+    url: Annotated[str, Field(max_length=2048), _url_checker("amqp", "amqps")]
+    exchange: Annotated[str, Field(max_length=255)] = ""
+    routing_key: Annotated[str, Field(max_length=255)] = Field(default="", validate_default=True)
+
+    @field_validator("routing_key")
+    @classmethod
+    def _somewhere(cls, value: str, info: ValidationInfo) -> str:
+        if not value and not info.data.get("exchange"):
+            raise PydanticCustomError("amqp_route", "give an exchange or a routing_key")
+        return value
+
+
+class NatsTarget(StrictModel):
+    """Publish to NATS (JetStream when the subject belongs to a stream)."""
+
+    type: Literal["nats"]
+    url: Annotated[str, Field(max_length=2048), _url_checker("nats", "tls")]
+    subject: Annotated[
+        str, Field(min_length=1, max_length=255, pattern=r"^[^\s.*>]+(\.[^\s.*>]+)*$")
+    ]
+
+
+class RedisTarget(StrictModel):
+    """``XADD`` to a Redis stream."""
+
+    type: Literal["redis"]
+    url: Annotated[str, Field(max_length=2048), _url_checker("redis", "rediss")]
+    stream: Annotated[str, Field(min_length=1, max_length=255)]
+
+
+class WorkerTarget(StrictModel):
+    """No push: a worker leases the task from its queue."""
+
+    type: Literal["worker"]
+
+
+Target = Annotated[
+    HttpTarget | AmqpTarget | NatsTarget | RedisTarget | WorkerTarget, Field(discriminator="type")
+]
+TARGET_TYPES = frozenset({"http", "amqp", "nats", "redis", "worker"})
+
+
+class RetryIn(StrictModel):
+    """Backoff for failed attempts; omitted fields take the defaults."""
+
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] = _DEFAULT_RETRY.max_attempts
+    initial_delay_seconds: Annotated[float, Field(gt=0, le=MAX_RETRY_DELAY_SECONDS)] = (
+        _DEFAULT_RETRY.initial_delay_seconds
+    )
+    max_delay_seconds: Annotated[float, Field(gt=0, le=MAX_RETRY_DELAY_SECONDS)] = Field(
+        default=_DEFAULT_RETRY.max_delay_seconds, validate_default=True
+    )
+    multiplier: Annotated[float, Field(ge=1, le=100)] = _DEFAULT_RETRY.multiplier
+    jitter: Annotated[float, Field(ge=0, le=1)] = _DEFAULT_RETRY.jitter
+
+    @field_validator("max_delay_seconds")
+    @classmethod
+    def _not_below_initial(cls, value: float, info: ValidationInfo) -> float:
+        initial = info.data.get("initial_delay_seconds")
+        if initial is not None and value < initial:
+            raise PydanticCustomError("retry_max", "must be >= initial_delay_seconds")
+        return value
+
+    def to_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts,
+            initial_delay_seconds=self.initial_delay_seconds,
+            max_delay_seconds=self.max_delay_seconds,
+            multiplier=self.multiplier,
+            jitter=self.jitter,
+        )
+
+
+class TaskCreate(StrictModel):
+    """A one-time task. Only ``target`` is required; ``run_at`` and ``delay_seconds`` exclude each
+    other and neither means now."""
+
+    name: Name | None = None
+    queue: QueueName = "default"
+    run_at: Rfc3339 | None = None
+    delay_seconds: Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS)] | None = None
+    target: Target
+    payload: Any = Field(default=None, description="Any JSON; at most max_payload_bytes encoded.")
+    idempotency_key: Key | None = None
+    priority: Priority = 0
+    retry: RetryIn | None = None
+    timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)] = 30.0
+    depends_on: Annotated[list[TaskId], Field(max_length=MAX_DEPENDS_ON)] = Field(
+        default_factory=list
+    )
+    concurrency_key: Key | None = None
+    labels: Labels = Field(default_factory=dict)
+
+    @field_validator("delay_seconds")
+    @classmethod
+    def _not_with_run_at(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None and info.data.get("run_at") is not None:
+            raise PydanticCustomError("run_at_and_delay", "give run_at or delay_seconds, not both")
+        return value
+
+
+class TaskBatchCreate(StrictModel):
+    """Up to 1,000 tasks created all or nothing."""
+
+    tasks: Annotated[list[TaskCreate], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class TaskPatchIn(StrictModel):
+    """Fields to change on a waiting task. A field left out is kept; ``labels`` replaces the whole
+    set; ``payload: null`` sets the payload to JSON null; the other fields may not be null."""
+
+    run_at: Rfc3339 | None = None
+    payload: Any = None
+    priority: Priority | None = None
+    labels: Labels | None = None
+
+    @field_validator("run_at", "priority", "labels")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise PydanticCustomError("not_null", "may not be null")
+        return value
+
+
+class RotateIn(StrictModel):
+    """How long the current signing secrets stay live next to the new one."""
+
+    overlap_seconds: Annotated[float, Field(ge=0, le=MAX_OVERLAP_SECONDS)] = 86400.0
+
+
+class TenantCreateIn(StrictModel):
+    name: Name
+
+
+# -- response shapes (documentation only) ------------------------------------------------------
+
+
+class TaskOut(BaseModel):
+    """A task as the API returns it: every create field plus its state."""
+
+    id: str
+    name: str | None
+    queue: str
+    status: Literal[
+        "scheduled", "blocked", "ready", "running", "retrying", "succeeded", "failed", "cancelled"
+    ]
+    run_at: datetime
+    target: dict[str, Any]
+    payload: Any
+    idempotency_key: str | None
+    priority: int
+    retry: dict[str, float]
+    timeout_seconds: float
+    depends_on: list[str]
+    concurrency_key: str | None
+    labels: dict[str, str]
+    attempts: int
+    schedule_id: str | None
+    scheduled_for: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    result: Any
+    next_attempt_at: datetime | None
+    cancel_requested: bool
+
+
+class TaskListOut(BaseModel):
+    items: list[TaskOut]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class TaskItemsOut(BaseModel):
+    items: list[TaskOut]
+
+
+class AttemptOut(BaseModel):
+    task_id: str
+    number: int
+    started_at: datetime
+    finished_at: datetime
+    outcome: Literal["succeeded", "failed", "timed_out", "lease_expired"]
+    error: str | None
+    http_status: int | None
+    duration_ms: float
+    worker: str | None
+
+
+class AttemptListOut(BaseModel):
+    items: list[AttemptOut]
+
+
+class SigningSecretOut(BaseModel):
+    id: str
+    secret: str
+    created_at: datetime
+    expires_at: datetime | None
+
+
+class TenantOut(BaseModel):
+    id: str
+    name: str
+    created_at: datetime
+    signing_secrets: list[SigningSecretOut]
+
+
+class TenantCreatedOut(BaseModel):
+    id: str
+    name: str
+    api_key: str = Field(description="Shown once; only its hash is stored.")
+    key_id: str
+
+
+class ApiKeyOut(BaseModel):
+    id: str
+    tenant_id: str
+    created_at: datetime
+    api_key: str = Field(description="Shown once; only its hash is stored.")
+
+
+class FieldErrorOut(BaseModel):
+    field: str
+    detail: str
+
+
+class ProblemOut(BaseModel):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str
+    field: str | None = None
+    errors: list[FieldErrorOut] | None = None

@@ -1,0 +1,39 @@
+"""Fixtures for the HTTP API tests: an app over the parametrized ``store`` (SQLite and
+PostgreSQL), an httpx client that calls it in-process, and a tenant with an API key."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from api_helpers import ADMIN_TOKEN, TenantKey, make_tenant
+
+from duetime.api.app import create_app
+from duetime.config import Settings
+from duetime.store import Store
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(admin_token=ADMIN_TOKEN, max_payload_bytes=1024)
+
+
+@pytest.fixture
+async def client(settings: Settings, store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings, store)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://duetime.test") as c:
+        yield c
+
+
+@pytest.fixture
+async def tenant(client: httpx.AsyncClient) -> TenantKey:
+    return await make_tenant(client, "acme")
+
+
+@pytest.fixture
+async def api(client: httpx.AsyncClient, tenant: TenantKey) -> httpx.AsyncClient:
+    """The client, authenticated as ``tenant``."""
+    client.headers.update(tenant.headers)
+    return client
