@@ -13,7 +13,7 @@ import uvicorn
 
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
-from duetime.errors import ConfigError
+from duetime.errors import ConfigError, ValidationError
 from duetime.store import Store, store_from_url
 from duetime.types import TargetType
 
@@ -55,6 +55,10 @@ async def open_node_store(settings: Settings) -> AsyncIterator[Store]:
         await store.close()
 
 
+DELIVERED_TYPES = frozenset({TargetType.HTTP})
+"""Push target types this server can deliver (see :func:`build_deliverers`)."""
+
+
 def build_deliverers(settings: Settings) -> dict[TargetType, Deliverer]:
     """The push deliverers this node runs, by target type."""
     from duetime.delivery.webhook import WebhookDeliverer
@@ -71,9 +75,18 @@ def build_target_validator(settings: Settings) -> Callable[[Mapping[str, Any]], 
     """Checks a target at create time, so a task that can never be delivered is a 422."""
     from duetime.delivery.webhook import check_http_target
 
+    pushable = {TargetType.WORKER, *DELIVERED_TYPES}
+
     def validate(target: Mapping[str, Any]) -> None:
-        if target.get("type") == TargetType.HTTP:
+        kind = target.get("type")
+        if kind == TargetType.HTTP:
             check_http_target(target, allow_private=settings.private_targets_allowed)
+        elif kind not in pushable:
+            raise ValidationError(
+                f"target type {kind!r} has no deliverer on this server yet; "
+                f"use one of: {', '.join(sorted(pushable))}",
+                "target.type",
+            )
 
     return validate
 
