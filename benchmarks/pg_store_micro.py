@@ -1,0 +1,167 @@
+"""Micro-benchmark of the PostgreSQL store's hot path, without the API or the engine around it.
+
+Creates N ``worker`` tasks due one second ahead in one ``task_create_many`` call, promotes them,
+then claims and completes them in batches, and prints tasks/s for each phase; last, N/5 single-task
+creates from 32 concurrent callers. Runs in a throwaway
+database on the server named by ``--admin-url`` (dropped at the end)::
+
+    .venv/bin/python benchmarks/pg_store_micro.py [--tasks 20000] [--batch 500] [--repeat 3]
+
+The store's own clock (the database's now()) decides what is due: nothing is pinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+import asyncpg
+
+from duetime.store.postgres.backend import PostgresStore
+from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType
+
+DEFAULT_ADMIN_URL = os.environ.get(
+    "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+PHASES = (
+    "create_many",
+    "promote",
+    "claim",
+    "complete_many",
+    "claim+complete",
+    "single creates x32",
+)
+
+
+async def run_once(url: str, n: int, batch: int) -> dict[str, float]:
+    """One pass over a fresh, migrated database; returns tasks/s per phase."""
+    store = PostgresStore(url, pool_min=2, pool_max=4)
+    await store.open()
+    try:
+        await store.migrate()
+        tenant = (await store.tenant_create("bench")).id
+        due = await store.now() + timedelta(seconds=1)
+        tasks = [
+            NewTask(tenant_id=tenant, target={"type": "worker"}, name="noop", run_at=due)
+            for _ in range(n)
+        ]
+        rates: dict[str, float] = {}
+
+        t0 = time.perf_counter()
+        await store.task_create_many(tasks)
+        rates["create_many"] = n / (time.perf_counter() - t0)
+
+        # The promoter's view of time is the database's: wait until it says the tasks are due.
+        await asyncio.sleep(max(0.0, (due - await store.now()).total_seconds()) + 0.01)
+        t0 = time.perf_counter()
+        promoted = 0
+        while promoted < n:
+            promoted += await store.task_promote_due(5000)
+        rates["promote"] = n / (time.perf_counter() - t0)
+
+        request = ClaimRequest(
+            worker_id="bench",
+            limit=batch,
+            target_types=frozenset({TargetType.WORKER}),
+            queue="default",
+            lease_seconds=60,
+        )
+        claim_s = complete_s = 0.0
+        done = 0
+        while done < n:
+            t0 = time.perf_counter()
+            leases = await store.task_claim(request)
+            t1 = time.perf_counter()
+            started = await store.now()
+            results = await store.task_complete_many(
+                [
+                    Completion(
+                        task_id=lease.task.id,
+                        lease_id=lease.lease_id,
+                        outcome=AttemptOutcome.SUCCEEDED,
+                        started_at=started,
+                        duration_ms=0.1,
+                        worker="bench",
+                    )
+                    for lease in leases
+                ]
+            )
+            t2 = time.perf_counter()
+            assert all(r.accepted for r in results), "a fresh lease was refused"
+            claim_s += t1 - t0
+            complete_s += t2 - t1
+            done += len(leases)
+        rates["claim"] = n / claim_s
+        rates["complete_many"] = n / complete_s
+        rates["claim+complete"] = n / (claim_s + complete_s)
+
+        # Single creates from many concurrent callers (an API node under load): group commit.
+        single = NewTask(tenant_id=tenant, target={"type": "worker"}, name="noop")
+        callers, per_caller = 32, max(1, n // 160)
+
+        async def caller() -> None:
+            for _ in range(per_caller):
+                await store.task_create_many([single])
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        rates["single creates x32"] = callers * per_caller / (time.perf_counter() - t0)
+        return rates
+    finally:
+        await store.close()
+
+
+async def with_database(admin_url: str, body: Callable[[str], object]) -> object:
+    name = f"duetime_bench_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(admin_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            result = body(f"{admin_url.rpartition('/')[0]}/{name}")
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    admin = await asyncpg.connect(args.admin_url)
+    version = await admin.fetchval("SHOW server_version")
+    await admin.close()
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}"
+        f" | store: PostgreSQL {version} | tasks={args.tasks} batch={args.batch}"
+        f" repeat={args.repeat} (median)"
+    )
+    runs: list[dict[str, float]] = []
+    for _ in range(args.repeat):
+        rates = await with_database(
+            args.admin_url, lambda url: run_once(url, args.tasks, args.batch)
+        )
+        assert isinstance(rates, dict)
+        runs.append(rates)
+    for phase in PHASES:
+        values = [r[phase] for r in runs]
+        runs_text = ", ".join(f"{v:,.0f}" for v in values)
+        print(f"{phase:>18}: {statistics.median(values):>9,.0f} tasks/s   (runs: {runs_text})")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

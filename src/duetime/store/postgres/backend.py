@@ -1,0 +1,433 @@
+"""The production store: PostgreSQL through asyncpg, for one node or many.
+
+Every contract is the one written in :mod:`duetime.store.protocols`. How this backend keeps them:
+
+* Time: every due/lease decision in SQL reads ``coalesce($1::timestamptz, now())``, where ``$1``
+  is the injected clock's ``pinned()`` time (None in production: the database clock decides).
+* Every state change is one ``UPDATE`` conditional on status (and ``lease_id`` for running tasks);
+  claims and promotions pick rows with ``FOR UPDATE SKIP LOCKED`` so many nodes never collide.
+* The hot path works in batches (:mod:`.tasks`): one statement creates, promotes, claims or
+  completes hundreds of tasks, and concurrent single creates share statements (:mod:`.batching`).
+* Statements are written so that PostgreSQL's generic plans stay linear (see ``queries.sql``).
+* Cross-node wake-ups ride on ``LISTEN``/``NOTIFY`` (:mod:`.signals`).
+* Any failure to reach the server surfaces as :class:`~duetime.errors.StoreUnavailable`; the pool
+  and the listener reconnect by themselves when the server is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+from asyncpg import exceptions as pgx
+
+from duetime.auth import new_signing_secret
+from duetime.clock import Clock
+from duetime.errors import Conflict, NotFound, StoreUnavailable, ValidationError
+from duetime.ids import is_uuid, new_id
+from duetime.store.postgres import rows
+from duetime.store.postgres.batching import InsertBatcher
+from duetime.store.postgres.errors import describe_server, is_unavailable
+from duetime.store.postgres.signals import DUE_CHANNEL, READY_CHANNEL, Listener, PgSignal
+from duetime.store.postgres.sql import QUERIES as Q
+from duetime.store.postgres.sql import migrations
+from duetime.store.postgres.tasks import TaskOps
+from duetime.types import (
+    ApiKey,
+    Attempt,
+    SigningSecret,
+    StatusCount,
+    Task,
+    TaskFilter,
+    TaskPatch,
+    TaskStatus,
+    Tenant,
+)
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    Conn = PoolConnectionProxy[asyncpg.Record]
+
+_MIGRATION_TIMEOUT = 24 * 3600.0
+
+_SERVER_SETTINGS = {
+    # JIT compilation costs tens of milliseconds on the big batch statements and never pays off
+    # for short OLTP queries.
+    "jit": "off",
+    "application_name": "duetime",
+}
+
+
+class PostgresStore(TaskOps):
+    """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
+
+    ``url`` is a ``postgresql://`` URL. ``clock`` pins the store's time for tests (its
+    ``pinned()``); production passes None or a clock whose ``pinned()`` is None. The pool keeps
+    ``pool_min``..``pool_max`` connections, plus one dedicated listener connection.
+    ``connect_timeout`` bounds one connection attempt, ``acquire_timeout`` the wait for a free
+    pooled connection and ``command_timeout`` one statement (a server that stopped answering);
+    any of them running out raises ``StoreUnavailable``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock | None = None,
+        pool_min: int = 2,
+        pool_max: int = 10,
+        connect_timeout: float = 5.0,
+        acquire_timeout: float = 10.0,
+        command_timeout: float | None = 60.0,
+    ) -> None:
+        self._url = url
+        self._clock = clock
+        self._pool_min = pool_min
+        self._pool_max = max(pool_min, pool_max)
+        self._connect_timeout = connect_timeout
+        self._acquire_timeout = acquire_timeout
+        self._command_timeout = command_timeout
+        self._where = describe_server(url)
+        self._pool: asyncpg.Pool[asyncpg.Record] | None = None
+        # Payload of this instance's notifications: its own listener skips them.
+        self._token = uuid.uuid4().hex
+        self.ready_signal = PgSignal(READY_CHANNEL, self._send_notify)
+        self.due_signal = PgSignal(DUE_CHANNEL, self._send_notify)
+        self._listener = Listener(
+            self._connect_listener, [self.ready_signal, self.due_signal], self._token
+        )
+        self._inserts = InsertBatcher(
+            self._insert_run, row_id=_row_id, record_id=_record_id, slots=max(1, pool_max // 2)
+        )
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _pinned(self) -> datetime | None:
+        return None if self._clock is None else self._clock.pinned()
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"PostgreSQL at {self._where} is unavailable: {type(exc).__name__}: {exc}"
+        )
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Conn]:
+        """A pooled connection; connection-level failures become ``StoreUnavailable``."""
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable(f"the PostgreSQL store at {self._where} is not open")
+        try:
+            async with pool.acquire(timeout=self._acquire_timeout) as conn:
+                yield conn
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            # Idle connections are likely dead too: have the pool replace them all.
+            with contextlib.suppress(Exception):
+                await pool.expire_connections()
+            raise self._unavailable(exc) from exc
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Conn]:
+        async with self._connection() as conn, conn.transaction():
+            yield conn
+
+    async def _connect_listener(self) -> asyncpg.Connection[Any]:
+        return await asyncpg.connect(
+            self._url,
+            timeout=self._connect_timeout,
+            server_settings={**_SERVER_SETTINGS, "application_name": "duetime-listener"},
+        )
+
+    async def _send_notify(self, channel: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute(Q["notify"], channel, self._token)
+
+    # -- life of the store ---------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect the pool and the listener. Raises ``StoreUnavailable``."""
+        if self._pool is not None:
+            return
+        try:
+            pool = await asyncpg.create_pool(
+                self._url,
+                min_size=self._pool_min,
+                max_size=self._pool_max,
+                timeout=self._connect_timeout,
+                command_timeout=self._command_timeout,
+                server_settings=_SERVER_SETTINGS,
+                reset=_keep_session,
+            )
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise self._unavailable(exc) from exc
+            raise
+        self._pool = pool
+        self._listener.start()
+        # Wait for LISTEN so a notification right after open() is not missed; if the listener is
+        # slow it keeps trying in the background and waiters fall back to polling meanwhile.
+        if not await self._listener.wait_connected(self._connect_timeout):
+            log.warning("store listener not connected yet; cross-node wake-ups delayed")
+
+    async def close(self) -> None:
+        """Release every connection; idempotent."""
+        await self._listener.close()
+        await self.ready_signal.drain()
+        await self.due_signal.drain()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await asyncio.wait_for(pool.close(), 5.0)
+            except Exception:
+                pool.terminate()
+
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations in order under an advisory lock (concurrent nodes wait)."""
+        applied: list[str] = []
+        async with self._connection() as conn:
+            # Another node may be migrating: wait for it as long as a migration may take.
+            await conn.execute(Q["migrations_lock"], timeout=_MIGRATION_TIMEOUT)
+            try:
+                await conn.execute(Q["migrations_bootstrap"])
+                done = {r["version"] for r in await conn.fetch(Q["migrations_applied"])}
+                for version, sql in migrations():
+                    if version in done:
+                        continue
+                    async with conn.transaction():
+                        await conn.execute(sql, timeout=_MIGRATION_TIMEOUT)
+                        await conn.execute(Q["migration_record"], version)
+                    log.info("applied migration %s", version)
+                    applied.append(version)
+            finally:
+                await conn.execute(Q["migrations_unlock"])
+        return applied
+
+    async def migrations_pending(self) -> list[str]:
+        """Versions not yet applied (empty when current)."""
+        async with self._connection() as conn:
+            done: set[str] = set()
+            if await conn.fetchval(Q["migrations_table_exists"]):
+                done = {r["version"] for r in await conn.fetch(Q["migrations_applied"])}
+        return [version for version, _ in migrations() if version not in done]
+
+    async def ping(self) -> None:
+        """One round trip; ``StoreUnavailable`` when it cannot be made."""
+        async with self._connection() as conn:
+            await conn.fetchval(Q["ping"])
+
+    async def now(self) -> datetime:
+        """The pinned time if any, else the database's ``now()``."""
+        pinned = self._pinned()
+        if pinned is not None:
+            return pinned
+        async with self._connection() as conn:
+            value: datetime = await conn.fetchval(Q["now"], None)
+        return value
+
+    # -- tenancy -------------------------------------------------------------------------------
+
+    async def tenant_create(self, name: str, *, tenant_id: str | None = None) -> Tenant:
+        """Create a tenant and its first signing secret. ``Conflict`` if the id exists."""
+        tid = tenant_id or new_id()
+        pinned = self._pinned()
+        try:
+            async with self._transaction() as conn:
+                row = await conn.fetchrow(Q["tenant_insert"], pinned, tid, name)
+                await conn.execute(
+                    Q["signing_secret_insert"], pinned, new_id(), tid, new_signing_secret()
+                )
+        except pgx.UniqueViolationError as exc:
+            raise Conflict(f"tenant {tid!r} already exists") from exc
+        assert row is not None
+        return rows.tenant_from_row(row)
+
+    async def tenant_get(self, tenant_id: str) -> Tenant | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(Q["tenant_get"], tenant_id)
+        return None if row is None else rows.tenant_from_row(row)
+
+    async def api_key_create(self, tenant_id: str, key_id: str, key_hash: str) -> ApiKey:
+        """Store a key's hash. ``NotFound`` without the tenant; ``Conflict`` on a reused id/hash."""
+        try:
+            async with self._connection() as conn:
+                row = await conn.fetchrow(
+                    Q["api_key_insert"], self._pinned(), key_id, tenant_id, key_hash
+                )
+        except pgx.ForeignKeyViolationError as exc:
+            raise NotFound(f"no tenant {tenant_id!r}") from exc
+        except pgx.UniqueViolationError as exc:
+            raise Conflict(f"API key {key_id!r} already exists") from exc
+        assert row is not None
+        return rows.api_key_from_row(row)
+
+    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(Q["api_key_get_by_hash"], key_hash)
+        return None if row is None else rows.api_key_from_row(row)
+
+    async def api_key_delete(self, key_id: str) -> bool:
+        async with self._connection() as conn:
+            deleted = await conn.fetchval(Q["api_key_delete"], key_id)
+        return deleted is not None
+
+    async def signing_secret_list(self, tenant_id: str) -> list[SigningSecret]:
+        async with self._connection() as conn:
+            found = await conn.fetch(Q["signing_secret_list"], self._pinned(), tenant_id)
+        return [rows.signing_secret_from_row(r) for r in found]
+
+    async def signing_secret_rotate(
+        self, tenant_id: str, secret: str, overlap_seconds: float
+    ) -> list[SigningSecret]:
+        """Add ``secret``; older live ones expire ``overlap_seconds`` from now. ``NotFound``
+        without the tenant."""
+        pinned = self._pinned()
+        try:
+            async with self._transaction() as conn:
+                await conn.execute(
+                    Q["signing_secret_expire_live"], pinned, tenant_id, float(overlap_seconds)
+                )
+                await conn.execute(Q["signing_secret_insert"], pinned, new_id(), tenant_id, secret)
+                found = await conn.fetch(Q["signing_secret_list"], pinned, tenant_id)
+        except pgx.ForeignKeyViolationError as exc:
+            raise NotFound(f"no tenant {tenant_id!r}") from exc
+        return [rows.signing_secret_from_row(r) for r in found]
+
+    # -- tasks: reads and user-driven changes -------------------------------------------------
+
+    async def task_get(self, tenant_id: str, task_id: str) -> Task | None:
+        if not is_uuid(task_id):
+            return None
+        async with self._connection() as conn:
+            row = await conn.fetchrow(Q["task_get"], task_id, tenant_id)
+        return None if row is None else rows.task_from_row(row)
+
+    async def task_list(self, query: TaskFilter) -> list[Task]:
+        if query.cursor is not None and not is_uuid(query.cursor):
+            raise ValidationError("cursor is not one this server issued", field="cursor")
+        args: list[Any] = [
+            query.tenant_id,
+            query.queue,
+            query.name,
+            query.schedule_id,
+            rows.to_json(query.labels),
+            query.run_after,
+            query.run_before,
+            query.cursor,
+            max(0, query.limit),
+        ]
+        if query.statuses:
+            sql = Q["task_list_by_status"]
+            args.append([str(s) for s in query.statuses])
+        else:
+            sql = Q["task_list"]
+        async with self._connection() as conn:
+            found = await conn.fetch(sql, *args)
+        return [rows.task_from_row(r) for r in found]
+
+    async def _missing_or_conflict(self, tenant_id: str, task_id: str, action: str) -> Exception:
+        task = await self.task_get(tenant_id, task_id)
+        if task is None:
+            return NotFound(f"no task {task_id}")
+        return Conflict(f"cannot {action} task {task_id}: it is {task.status}")
+
+    async def task_update(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
+        """Patch a waiting task (see the protocol). ``NotFound``; ``Conflict`` otherwise."""
+        if not is_uuid(task_id):
+            raise NotFound(f"no task {task_id}")
+        async with self._connection() as conn:
+            row = await conn.fetchrow(
+                Q["task_update"],
+                self._pinned(),
+                task_id,
+                tenant_id,
+                patch.run_at,
+                patch.payload_json,
+                patch.priority,
+                None if patch.labels is None else rows.to_json(patch.labels),
+            )
+        if row is None:
+            raise await self._missing_or_conflict(tenant_id, task_id, "update")
+        task = rows.task_from_row(row)
+        if patch.run_at is not None:
+            self._announce([task.status])
+        return task
+
+    async def task_cancel(self, tenant_id: str, task_id: str) -> Task:
+        """Cancel a waiting task, or flag a running one. Its dependents fail."""
+        if not is_uuid(task_id):
+            raise NotFound(f"no task {task_id}")
+        pinned = self._pinned()
+        async with self._transaction() as conn:
+            row = await conn.fetchrow(Q["task_cancel"], pinned, task_id, tenant_id)
+            if row is not None and row["status"] == "cancelled" and row["has_dependents"]:
+                await conn.execute(Q["task_deps_fail"], pinned, [task_id])
+        if row is None:
+            raise await self._missing_or_conflict(tenant_id, task_id, "cancel")
+        return rows.task_from_row(row)
+
+    async def task_retry(self, tenant_id: str, task_id: str) -> Task:
+        """Replay a failed or cancelled task as a new attempt series, ready now."""
+        if not is_uuid(task_id):
+            raise NotFound(f"no task {task_id}")
+        async with self._connection() as conn:
+            row = await conn.fetchrow(Q["task_retry"], self._pinned(), task_id, tenant_id)
+        if row is None:
+            raise await self._missing_or_conflict(tenant_id, task_id, "retry")
+        self.ready_signal.notify()
+        return rows.task_from_row(row)
+
+    async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
+        if not is_uuid(task_id):
+            raise NotFound(f"no task {task_id}")
+        async with self._connection() as conn:
+            found = await conn.fetch(Q["attempt_list"], task_id, tenant_id)
+        if not found:
+            raise NotFound(f"no task {task_id}")
+        return [rows.attempt_from_row(r) for r in found if r["number"] is not None]
+
+    async def task_count_by_status(self) -> list[StatusCount]:
+        async with self._connection() as conn:
+            found = await conn.fetch(Q["task_count_by_status"])
+        return [
+            StatusCount(queue=r["queue"], status=TaskStatus(r["status"]), count=r["count"])
+            for r in found
+        ]
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    async def leader_attempt_elect(self, name: str, node_id: str, ttl_seconds: float) -> bool:
+        """Take or renew ``name`` when free, expired or already ours."""
+        async with self._connection() as conn:
+            holder = await conn.fetchval(
+                Q["leader_attempt_elect"], self._pinned(), name, node_id, float(ttl_seconds)
+            )
+        return bool(holder == node_id)
+
+    async def leader_resign(self, name: str, node_id: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute(Q["leader_resign"], name, node_id)
+
+
+async def _keep_session(_conn: object) -> None:
+    """Pool reset hook: nothing to undo. asyncpg's default sends ``RESET ALL; UNLISTEN *; ...``
+    on every release, a round trip per call; this store leaves no session state behind (no SET,
+    no LISTEN on pooled connections, advisory locks released explicitly). An open transaction is
+    still rolled back by asyncpg before this hook runs."""
+
+
+def _row_id(row: asyncpg.Record) -> str:
+    return str(row["id"])
+
+
+def _record_id(record: tuple[Any, ...]) -> str:
+    return str(record[0])

@@ -1,0 +1,122 @@
+"""Group commit for creates: concurrent ``task_create_many`` calls share one INSERT.
+
+Under load an API node makes many small creates at once (single POSTs). Each one alone costs a
+statement, a commit and its WAL flush; merged, a few hundred cost about what one does. The merge
+adds no waiting: a call that finds a free slot runs at once, and calls that arrive while every
+slot is busy go out together as soon as one frees up (natural batching).
+
+Each call keeps its own contract: it gets back exactly the rows of its own tasks. A merged
+statement is one transaction, so a row that the database refuses would fail every call in it;
+when a merged statement fails for any reason other than the store being unreachable, each call
+is retried alone, so only the bad input fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from duetime.errors import StoreUnavailable
+
+Row = TypeVar("Row")
+
+_Run = Callable[[Hashable, list[tuple[Any, ...]]], Awaitable[Sequence[Row]]]
+
+
+@dataclass
+class _Call(Generic[Row]):
+    records: list[tuple[Any, ...]]
+    done: asyncio.Future[list[Row]]
+
+
+@dataclass
+class _Lane(Generic[Row]):
+    calls: list[_Call[Row]] = field(default_factory=list)
+    running: int = 0
+
+
+class InsertBatcher(Generic[Row]):
+    """Merges concurrent inserts that share a ``key`` (the pinned time) into one statement.
+
+    ``run(key, records)`` executes one statement for the records and returns one row per
+    inserted record; ``row_id(row)`` and ``record_id(record)`` match them back. At most
+    ``slots`` statements per key run at once, each with at most ``max_records`` records.
+    """
+
+    def __init__(
+        self,
+        run: _Run[Row],
+        *,
+        row_id: Callable[[Row], str],
+        record_id: Callable[[tuple[Any, ...]], str],
+        slots: int = 2,
+        max_records: int = 2000,
+    ) -> None:
+        self._run = run
+        self._row_id = row_id
+        self._record_id = record_id
+        self._slots = slots
+        self._max_records = max_records
+        self._lanes: dict[Hashable, _Lane[Row]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def insert(self, key: Hashable, records: list[tuple[Any, ...]]) -> list[Row]:
+        """Insert ``records`` (possibly together with other calls); the rows of this call's
+        records that were inserted. Raises what the statement raised."""
+        lane = self._lanes.setdefault(key, _Lane())
+        call: _Call[Row] = _Call(records, asyncio.get_running_loop().create_future())
+        lane.calls.append(call)
+        if lane.running < self._slots:
+            lane.running += 1
+            task = asyncio.get_running_loop().create_task(self._drain(key, lane))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return await call.done
+
+    async def _drain(self, key: Hashable, lane: _Lane[Row]) -> None:
+        try:
+            while lane.calls:
+                batch: list[_Call[Row]] = [lane.calls.pop(0)]
+                size = len(batch[0].records)
+                while lane.calls and size + len(lane.calls[0].records) <= self._max_records:
+                    size += len(lane.calls[0].records)
+                    batch.append(lane.calls.pop(0))
+                try:
+                    await self._execute(key, batch)
+                except BaseException as exc:  # cancelled: no caller may wait forever
+                    for call in [*batch, *lane.calls]:
+                        _fail(call, StoreUnavailable(f"insert abandoned: {exc!r}"))
+                    lane.calls.clear()
+                    raise
+        finally:
+            lane.running -= 1
+            if not lane.calls and lane.running == 0:
+                self._lanes.pop(key, None)
+
+    async def _execute(self, key: Hashable, batch: list[_Call[Row]]) -> None:
+        records = [record for call in batch for record in call.records]
+        try:
+            rows = await self._run(key, records)
+        except StoreUnavailable as exc:
+            for call in batch:
+                _fail(call, exc)
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                _fail(batch[0], exc)
+                return
+            for call in batch:  # find the call whose input the database refused
+                await self._execute(key, [call])
+            return
+        by_id = {self._row_id(row): row for row in rows}
+        for call in batch:
+            mine = [by_id[i] for i in map(self._record_id, call.records) if i in by_id]
+            if not call.done.done():
+                call.done.set_result(mine)
+
+
+def _fail(call: _Call[Any], exc: BaseException) -> None:
+    if not call.done.done():
+        call.done.set_exception(exc)

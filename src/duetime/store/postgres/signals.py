@@ -1,0 +1,194 @@
+"""Wake-ups across nodes: :class:`PgSignal` over PostgreSQL ``LISTEN``/``NOTIFY``.
+
+Every store instance holds one dedicated listener connection (:class:`Listener`) subscribed to
+each signal's channel. After a commit that made tasks ready (or due at a new time), the store
+calls ``notify()``: its own waiters wake at once, and one ``pg_notify`` goes out in the background
+to every other node; notifies made while that send is still queued ride along with it. The
+payload is the sender's token, so its own listener ignores the echo.
+
+Why not NOTIFY inside the transaction that changed the tasks: PostgreSQL serializes the commits of
+notifying transactions on one lock held through the commit's WAL flush, which cut concurrent
+single creates 2-4x. Notifying after commit still never wakes anyone before the change is visible;
+a notify lost to a crash in between costs latency only, since every waiter also polls.
+
+The listener reconnects by itself with backoff after the server goes away. A reconnect wakes every
+waiter, since notifications sent while it was away are lost; a spurious wake only costs one poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import asyncpg
+
+from duetime.store.postgres.sql import QUERIES
+
+log = logging.getLogger(__name__)
+
+READY_CHANNEL = "duetime_ready"
+DUE_CHANNEL = "duetime_due"
+
+_MIN_BACKOFF = 0.05
+_MAX_BACKOFF = 2.0
+_KEEPALIVE_SECONDS = 10.0
+
+
+class PgSignal:
+    """A :class:`duetime.store.protocols.Signal` shared by every node on one PostgreSQL database.
+
+    ``notify()`` wakes local waiters at once and sends one ``pg_notify`` on ``channel`` in the
+    background (notifies made before that send starts ride along with it). ``wait(timeout)`` is
+    True when notified since the last wait, locally or by another node.
+    """
+
+    def __init__(self, channel: str, send: Callable[[str], Awaitable[None]]) -> None:
+        self.channel = channel
+        self._send = send
+        self._event = asyncio.Event()
+        self._send_pending = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def notify(self) -> None:
+        self.wake()
+        if self._send_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: nobody on this node can be waiting, and we cannot send
+            return
+        self._send_pending = True
+        task = loop.create_task(self._broadcast())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def wake(self) -> None:
+        """Wake this node's waiters only (the listener calls it for other nodes' notifies)."""
+        self._event.set()
+
+    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 (the Signal protocol)
+        if not self._event.is_set():
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout)
+            except TimeoutError:
+                return False
+        self._event.clear()
+        return True
+
+    async def _broadcast(self) -> None:
+        # Cleared before sending: a notify() arriving while the send is in flight needs its own.
+        self._send_pending = False
+        try:
+            await self._send(self.channel)
+        except Exception as exc:  # a lost cross-node wake-up costs latency only
+            log.debug("pg_notify on %s failed: %s", self.channel, exc)
+
+    async def drain(self) -> None:
+        """Wait for background sends in flight (used on close)."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class Listener:
+    """One connection that LISTENs on every signal's channel and reconnects when it is lost."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[asyncpg.Connection[Any]]],
+        signals: Sequence[PgSignal],
+        token: str,
+    ) -> None:
+        self._connect = connect
+        self._signals = {s.channel: s for s in signals}
+        self._token = token
+        self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._conn: asyncpg.Connection[Any] | None = None
+        self.connections = 0
+        """How many times the listener has connected (1 + reconnects)."""
+
+    @property
+    def server_pid(self) -> int | None:
+        """Backend pid of the live listener connection, or None while reconnecting."""
+        conn = self._conn
+        return None if conn is None or conn.is_closed() else conn.get_server_pid()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def wait_connected(self, seconds: float) -> bool:
+        """True once a listener connection is up (False if not within ``seconds``)."""
+        try:
+            await asyncio.wait_for(self._connected.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.is_closed():
+            conn.terminate()
+
+    def _on_notification(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
+        if payload == self._token:
+            return  # our own notify: the sender already woke this node
+        signal = self._signals.get(channel)
+        if signal is not None:
+            signal.wake()
+
+    async def _run(self) -> None:
+        backoff = _MIN_BACKOFF
+        while True:
+            try:
+                conn = await self._connect()
+            except Exception as exc:
+                log.debug("listener cannot connect (retry in %.2fs): %s", backoff, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
+            lost = asyncio.Event()
+            conn.add_termination_listener(lambda _c, lost=lost: lost.set())
+            try:
+                for channel in self._signals:
+                    await conn.add_listener(channel, self._on_notification)
+            except Exception as exc:
+                log.debug("listener cannot LISTEN: %s", exc)
+                conn.terminate()
+                await asyncio.sleep(backoff)
+                continue
+            backoff = _MIN_BACKOFF
+            self._conn = conn
+            self.connections += 1
+            self._connected.set()
+            if self.connections > 1:
+                log.info("store listener reconnected")
+                for signal in self._signals.values():
+                    signal.wake()
+            try:
+                await self._watch(conn, lost)
+            finally:
+                self._connected.clear()
+                self._conn = None
+                if not conn.is_closed():
+                    conn.terminate()
+            log.warning("store listener lost its connection; reconnecting")
+
+    async def _watch(self, conn: asyncpg.Connection[Any], lost: asyncio.Event) -> None:
+        """Return when the connection is gone; a periodic query also catches silent deaths."""
+        while not lost.is_set():
+            try:
+                await asyncio.wait_for(lost.wait(), _KEEPALIVE_SECONDS)
+            except TimeoutError:
+                try:
+                    await conn.execute(QUERIES["ping"], timeout=_KEEPALIVE_SECONDS / 2)
+                except Exception:
+                    return

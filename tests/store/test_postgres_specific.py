@@ -1,0 +1,478 @@
+"""What only the PostgreSQL store has: many nodes on one database.
+
+The conformance suite checks every contract on one store; these tests put two or more
+:class:`PostgresStore` instances (two "nodes") on the same database and check that they never
+share a claimed task, that signals cross between them through LISTEN/NOTIFY and survive a lost
+listener connection, that migrations and idempotent creates race safely, that an outage surfaces as
+``StoreUnavailable`` and heals by itself, and that the hot statements keep linear plans when
+PostgreSQL switches them to generic plans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta, timezone
+from types import MappingProxyType
+from typing import Any
+
+import asyncpg
+import pytest
+
+from duetime.clock import FakeClock
+from duetime.errors import StoreUnavailable, ValidationError
+from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.sql import QUERIES, migrations
+from duetime.types import (
+    AttemptOutcome,
+    ClaimRequest,
+    Completion,
+    Lease,
+    NewTask,
+    TargetType,
+    TaskFilter,
+    TaskStatus,
+)
+
+PG_ADMIN_URL = os.environ.get("DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+WORKER = {"type": "worker"}
+ANY_TYPE = frozenset(TargetType)
+
+
+def _with_db(url: str, db: str) -> str:
+    return f"{url.rpartition('/')[0]}/{db}"
+
+
+@contextlib.asynccontextmanager
+async def _stores(url: str, n: int, clock: FakeClock | None = None) -> AsyncIterator[list[Any]]:
+    """``n`` open stores ("nodes") on one database."""
+    stores = [PostgresStore(url, clock=clock, pool_min=1, pool_max=4) for _ in range(n)]
+    try:
+        for store in stores:
+            await store.open()
+        yield stores
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def _admin(url: str, query: str, *args: Any) -> Any:
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        return await conn.fetch(query, *args)
+    finally:
+        await conn.close()
+
+
+async def _eventually(check: Callable[[], Any], seconds: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, "condition never became true"
+        await asyncio.sleep(0.02)
+
+
+async def _drain(signal: Any) -> None:
+    while await signal.wait(0.05):
+        pass
+
+
+def _claim_request(limit: int, worker: str = "w") -> ClaimRequest:
+    return ClaimRequest(worker_id=worker, limit=limit, target_types=ANY_TYPE, lease_seconds=60)
+
+
+def _success(lease: Lease) -> Completion:
+    assert lease.task.started_at is not None
+    return Completion(
+        task_id=lease.task.id,
+        lease_id=lease.lease_id,
+        outcome=AttemptOutcome.SUCCEEDED,
+        started_at=lease.task.started_at,
+        duration_ms=1.0,
+    )
+
+
+# -- many nodes, one database -------------------------------------------------------------------
+
+
+async def test_concurrent_claimers_never_get_the_same_task(pg_url: str, clock: FakeClock) -> None:
+    """FOR UPDATE SKIP LOCKED: claimers on two nodes racing over the same ready rows split them
+    without overlap, and together claim every one."""
+    async with _stores(pg_url, 2, clock) as (a, b):
+        tenant = (await a.tenant_create("acme")).id
+        created = await a.task_create_many(
+            [NewTask(tenant_id=tenant, target=WORKER) for _ in range(400)]
+        )
+        want = {c.task.id for c in created}
+
+        async def claimer(store: PostgresStore, name: str) -> list[str]:
+            got: list[str] = []
+            while leases := await store.task_claim(_claim_request(7, name)):
+                got.extend(lease.task.id for lease in leases)
+            return got
+
+        results = await asyncio.gather(
+            *(claimer(store, f"{i}") for i, store in enumerate([a, b, a, b, a, b]))
+        )
+        claimed = [task_id for got in results for task_id in got]
+        assert len(claimed) == len(set(claimed)), "a task was claimed twice"
+        assert set(claimed) == want
+        assert sum(1 for got in results if got) >= 2, "the race never happened"
+
+
+async def test_idempotent_create_races_across_nodes(pg_url: str, clock: FakeClock) -> None:
+    """ON CONFLICT: two nodes creating the same key at once make one task; both get it."""
+    async with _stores(pg_url, 2, clock) as (a, b):
+        tenant = (await a.tenant_create("acme")).id
+        for round_ in range(15):
+            new = NewTask(tenant_id=tenant, target=WORKER, idempotency_key=f"k{round_}")
+            (ra,), (rb,) = await asyncio.gather(
+                a.task_create_many([new]), b.task_create_many([new])
+            )
+            assert ra.task.id == rb.task.id
+            assert sorted([ra.created, rb.created]) == [False, True]
+
+
+async def test_child_created_while_parent_completes_is_never_stranded(
+    pg_url: str, clock: FakeClock
+) -> None:
+    """Creating a child locks its parents: a parent that succeeds at the same moment either
+    releases the child or is seen as succeeded by it. The child is never left blocked."""
+    async with _stores(pg_url, 2, clock) as (a, b):
+        tenant = (await a.tenant_create("acme")).id
+        for _ in range(15):
+            (parent,) = await a.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+            (lease,) = await a.task_claim(_claim_request(1))
+            (created,), (done,) = await asyncio.gather(
+                b.task_create_many(
+                    [NewTask(tenant_id=tenant, target=WORKER, depends_on=(parent.task.id,))]
+                ),
+                a.task_complete_many([_success(lease)]),
+            )
+            assert done.accepted
+            child = await a.task_get(tenant, created.task.id)
+            assert child is not None and child.status is TaskStatus.READY
+            # Keep the queue empty for the next round's claim.
+            (child_lease,) = await a.task_claim(_claim_request(1))
+            await a.task_complete_many([_success(child_lease)])
+
+
+async def test_concurrent_creates_share_statements_yet_keep_their_own_contract(
+    pg_url: str, clock: FakeClock
+) -> None:
+    """Group commit: concurrent creates on one node go out in shared INSERTs, yet each call gets
+    exactly its own tasks, a key repeated across calls makes one task, and a task the database
+    refuses fails only its own call (as a ValidationError)."""
+    async with _stores(pg_url, 1, clock) as (store,):
+        tenant = (await store.tenant_create("acme")).id
+        largest = 0
+        run = store._inserts._run
+
+        async def watching_run(key: Any, records: list[Any]) -> Any:
+            nonlocal largest
+            largest = max(largest, len(records))
+            return await run(key, records)
+
+        store._inserts._run = watching_run
+        calls = [
+            store.task_create_many([NewTask(tenant_id=tenant, target=WORKER, name=f"n{i}")])
+            for i in range(40)
+        ]
+        calls += [
+            store.task_create_many([NewTask(tenant_id=tenant, target=WORKER, idempotency_key="k")])
+            for _ in range(5)
+        ]
+        # PostgreSQL's jsonb cannot hold a NUL character: this one call must fail, alone.
+        bad = NewTask(tenant_id=tenant, target={"type": "worker", "note": "\x00"})
+        calls.append(store.task_create_many([bad]))
+        results = await asyncio.gather(*calls, return_exceptions=True)
+
+        assert isinstance(results[-1], ValidationError)
+        singles = [r for r in results[:40] if not isinstance(r, BaseException)]
+        assert [r[0].task.name for r in singles] == [f"n{i}" for i in range(40)]
+        assert all(r[0].created for r in singles)
+        keyed = [r[0] for r in results[40:45] if not isinstance(r, BaseException)]
+        assert len(keyed) == 5
+        assert len({c.task.id for c in keyed}) == 1
+        assert sum(c.created for c in keyed) == 1
+        assert largest > 1, "no statement was shared"
+        listed = await store.task_list(TaskFilter(tenant_id=tenant, limit=1000))
+        assert len(listed) == 41
+
+
+async def test_created_task_equals_the_stored_one(pg_url: str) -> None:
+    """task_create_many builds its result from the input (it does not read the rows back); it
+    must equal what task_get reads, UTC times included."""
+    async with _stores(pg_url, 1) as (store,):
+        tenant = (await store.tenant_create("acme")).id
+        paris = timezone(timedelta(hours=2))
+        when = datetime(2031, 5, 1, 12, 0, tzinfo=paris)
+        (parent,) = await store.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+        (created,) = await store.task_create_many(
+            [
+                NewTask(
+                    tenant_id=tenant,
+                    target={"type": "http", "url": "https://example.com/", "headers": {"X": "1"}},
+                    payload_json='{"b": 1, "a": [1, 2.5]}',
+                    name="report",
+                    queue="q",
+                    run_at=when,
+                    idempotency_key="k",
+                    priority=3,
+                    timeout_seconds=12,
+                    depends_on=(parent.task.id, parent.task.id),
+                    concurrency_key="c",
+                    labels=MappingProxyType({"team": "billing"}),
+                    schedule_id="s1",
+                    scheduled_for=when,
+                )
+            ]
+        )
+        stored = await store.task_get(tenant, created.task.id)
+        assert created.task == stored
+        assert created.task.scheduled_for is not None
+        assert created.task.scheduled_for.tzinfo == UTC
+        assert created.task.depends_on == (parent.task.id,)
+
+
+# -- signals across nodes -----------------------------------------------------------------------
+
+
+async def test_signals_cross_nodes(pg_url: str, clock: FakeClock) -> None:
+    """LISTEN/NOTIFY: a create on one node wakes the other's ready_signal (ready task) and
+    due_signal (scheduled task); notify() on one node wakes the other; a node does not hear its
+    own notification twice."""
+    async with _stores(pg_url, 2, clock) as (a, b):
+        tenant = (await a.tenant_create("acme")).id
+        await _drain(b.ready_signal)
+        await a.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+        assert await b.ready_signal.wait(5.0)
+
+        await _drain(b.due_signal)
+        later = clock.now() + timedelta(hours=1)
+        await a.task_create_many([NewTask(tenant_id=tenant, target=WORKER, run_at=later)])
+        assert await b.due_signal.wait(5.0)
+
+        for signal_a, signal_b in ((a.ready_signal, b.ready_signal), (a.due_signal, b.due_signal)):
+            await _drain(signal_a)
+            await _drain(signal_b)
+            signal_a.notify()
+            assert await signal_b.wait(5.0)
+            assert await signal_a.wait(0)  # woken locally at once
+            # The echo of its own NOTIFY is ignored by the sender.
+            assert not await signal_a.wait(0.3)
+
+
+async def test_listener_reconnects_after_its_backend_is_terminated(
+    pg_url: str, clock: FakeClock
+) -> None:
+    """The listener connection heals by itself: kill its backend, and a later notify from
+    another node still arrives."""
+    async with _stores(pg_url, 2, clock) as (a, b):
+        pid = a._listener.server_pid
+        assert pid is not None
+        await _admin(pg_url, "SELECT pg_terminate_backend($1)", pid)
+
+        async def reconnected() -> bool:
+            return a._listener.connections >= 2 and a._listener.server_pid not in (None, pid)
+
+        await _eventually(reconnected)
+        await _drain(a.ready_signal)  # a reconnect wakes waiters once, on purpose
+        b.ready_signal.notify()
+        assert await a.ready_signal.wait(5.0)
+
+
+# -- migrations ---------------------------------------------------------------------------------
+
+
+async def test_concurrent_migrate_applies_each_version_once() -> None:
+    """migrate() takes an advisory lock: four nodes migrating a blank database at once apply
+    each version exactly once between them."""
+    name = f"duetime_mig_{uuid.uuid4().hex[:10]}"
+    await _admin(PG_ADMIN_URL, f'CREATE DATABASE "{name}"')
+    url = _with_db(PG_ADMIN_URL, name)
+    try:
+        async with _stores(url, 4) as stores:
+            applied = await asyncio.gather(*(store.migrate() for store in stores))
+            versions = [v for v, _ in migrations()]
+            assert sorted(v for batch in applied for v in batch) == versions
+            recorded = await _admin(url, "SELECT version FROM schema_migrations ORDER BY 1")
+            assert [r["version"] for r in recorded] == versions
+            for store in stores:
+                assert await store.migrations_pending() == []
+    finally:
+        await _admin(PG_ADMIN_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- outages ------------------------------------------------------------------------------------
+
+
+async def test_unreachable_port_raises_store_unavailable() -> None:
+    """Nothing listens on loopback port 1: open() and any call raise StoreUnavailable, whose
+    detail names the server (without credentials)."""
+    store = PostgresStore("postgresql://postgres:secret@127.0.0.1:1/duetime", connect_timeout=2)
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.open()
+    assert "127.0.0.1:1/duetime" in caught.value.detail
+    assert "secret" not in caught.value.detail
+    with pytest.raises(StoreUnavailable):
+        await store.ping()
+    await store.close()
+
+
+class _Proxy:
+    """A loopback TCP proxy to PostgreSQL that can be cut and restored: a controllable outage."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def cut(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+        self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+
+async def test_outage_raises_store_unavailable_and_heals(pg_url: str, clock: FakeClock) -> None:
+    """While the server cannot be reached, calls raise StoreUnavailable; once it is back the pool
+    and the listener reconnect by themselves (no reopen), and signals cross nodes again."""
+    port = int(PG_ADMIN_URL.rpartition(":")[2].split("/")[0])
+    proxy = _Proxy(port)
+    await proxy.start()
+    db = pg_url.rpartition("/")[2]
+    proxied = f"postgresql://postgres@127.0.0.1:{proxy.port}/{db}"
+    store = PostgresStore(proxied, clock=clock, pool_min=1, pool_max=3, connect_timeout=2)
+    await store.open()
+    try:
+        async with _stores(pg_url, 1, clock) as (direct,):
+            tenant = (await store.tenant_create("acme")).id
+            await proxy.cut()
+            with pytest.raises(StoreUnavailable):
+                await store.ping()
+            with pytest.raises(StoreUnavailable):
+                await store.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+            # Accepted work is safe: nothing half-written.
+            assert await direct.task_claim(_claim_request(10)) == []
+
+            await proxy.start()  # same port
+
+            async def healthy() -> bool:
+                try:
+                    await store.ping()
+                except StoreUnavailable:
+                    return False
+                return store._listener.server_pid is not None
+
+            await _eventually(healthy)
+            (created,) = await store.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+            assert created.created
+            await _drain(store.ready_signal)
+            direct.ready_signal.notify()
+            assert await store.ready_signal.wait(5.0)
+    finally:
+        await store.close()
+        with contextlib.suppress(AssertionError):
+            await proxy.cut()
+
+
+# -- plans --------------------------------------------------------------------------------------
+
+
+def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes = [plan]
+    for child in plan.get("Plans", []):
+        nodes.extend(_plan_nodes(child))
+    return nodes
+
+
+async def _generic_plan(conn: Any, query: str, types: str, args: str) -> dict[str, Any]:
+    """The generic plan PostgreSQL uses for a prepared statement after five executions."""
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+    await conn.execute(f"PREPARE q({types}) AS {query.rstrip().rstrip(';')}")
+    try:
+        raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE q({args})")
+    finally:
+        await conn.execute("DEALLOCATE q")
+    plan: dict[str, Any] = json.loads(raw)[0]["Plan"]
+    return plan
+
+
+async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> None:
+    """Statistics taken when nothing runs must not turn a batch completion into a nested loop
+    that re-reads the batch per task (quadratic); claims, promotion and reaping keep their
+    partial indexes."""
+    async with _stores(pg_url, 1) as (store,):
+        tenant = (await store.tenant_create("acme")).id
+        await store.task_create_many([NewTask(tenant_id=tenant, target=WORKER) for _ in range(300)])
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute("ANALYZE tasks")  # "no task is running"
+            plan = await _generic_plan(
+                conn,
+                QUERIES["task_complete_many"],
+                "timestamptz, task_completion[]",
+                "NULL, ARRAY[]::task_completion[]",
+            )
+            for node in _plan_nodes(plan):
+                if node["Node Type"] == "Nested Loop":
+                    inner = node["Plans"][1]
+                    assert inner["Node Type"] not in ("Function Scan", "CTE Scan", "Materialize")
+
+            await conn.execute("SET enable_seqscan = off")
+            expected = {
+                "task_claim_push": (
+                    "tasks_ready_push_idx",
+                    "NULL, '{http}', NULL, NULL, 10, NULL, 10, 'w'",
+                ),
+                "task_claim_worker": (
+                    "tasks_ready_worker_idx",
+                    "NULL, '{worker}', 'q', NULL, 10, NULL, 10, 'w'",
+                ),
+                "task_promote_due": ("tasks_due_idx", "NULL, 10"),
+                "task_expired_leases": ("tasks_lease_expiry_idx", "NULL, 10"),
+            }
+            types = {
+                "task_claim_push": "timestamptz, text[], text, text[], int, float8, float8, text",
+                "task_claim_worker": "timestamptz, text[], text, text[], int, float8, float8, text",
+                "task_promote_due": "timestamptz, int",
+                "task_expired_leases": "timestamptz, int",
+            }
+            for name, (index, args) in expected.items():
+                plan = await _generic_plan(conn, QUERIES[name], types[name], args)
+                used = {n.get("Index Name") for n in _plan_nodes(plan)}
+                assert index in used, f"{name} does not use {index}: {used}"
+        finally:
+            await conn.close()
