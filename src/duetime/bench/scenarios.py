@@ -248,8 +248,43 @@ def create_throughput(config: BenchConfig, workdir: Path) -> Figures:
     return {"single_posts_per_s": single_rate, "batch_tasks_per_s": batch_rate}
 
 
+def immediate_http(config: BenchConfig, workdir: Path) -> Figures:
+    """Create → delivery start for immediate ``http`` tasks under light load (50 creates/s)."""
+    receiver = start_receiver(workdir)
+    try:
+        with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+            hook = {"type": "http", "url": f"{receiver.url}/hook"}
+
+            async def create_all(count: int) -> dict[str, float]:
+                returned: dict[str, float] = {}
+                async with aiohttp.ClientSession() as session:
+                    for _ in range(count):
+                        async with session.post(f"{proc.url}/v1/tasks", json={"target": hook}) as r:
+                            body = await r.json()
+                        returned[body["id"]] = time.time()
+                        await asyncio.sleep(0.02)
+                return returned
+
+            count = min(config.tasks, 1000)
+            asyncio.run(create_all(50))  # warm up connections and caches
+            returned = asyncio.run(create_all(count))
+            _wait_succeeded(proc.url, count + 50)
+        records = receiver_records(receiver.url)
+    finally:
+        receiver.stop(5)
+    arrived = {str(r["task_id"]): float(r["at"]) for r in records}  # type: ignore[arg-type]
+    latencies = [arrived[t] - at for t, at in returned.items()]
+    return {
+        "samples": float(len(latencies)),
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p95_ms": percentile(latencies, 95) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+    }
+
+
 SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
     "burst-http": burst_http,
+    "immediate-http": immediate_http,
     "create-latency": create_latency,
     "create-throughput": create_throughput,
 }
