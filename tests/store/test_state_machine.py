@@ -199,9 +199,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         batch_keys: dict[str, int] = {}
         for i in range(size):
             offset = data.draw(st.sampled_from([None, -10, 0, 15, 60]))
-            parents = tuple({p: None for p in (self.pick(data), self.pick(data)) if p is not None})[
-                : data.draw(st.integers(0, 2))
-            ]
+            picks = [self.pick(data), self.pick(data)]
+            parents = tuple(dict.fromkeys(p for p in picks if p is not None))
+            parents = parents[: data.draw(st.integers(0, 2))]
             key = data.draw(st.sampled_from([None, None, None, "k1", "k2"]))
             target = data.draw(st.sampled_from(sorted(TARGETS)))
             spec = NewTask(
@@ -239,6 +239,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 if existing.startswith("batch:"):
                     want = results[int(existing.split(":")[1])].task.id
                 assert result.task.id == want, (i, key)
+                assert result.task.status is self.model[want].status
                 continue
             assert result.created is True
             if key:
@@ -311,8 +312,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     def cancel(self, data: st.DataObject) -> None:
         self.count("cancel")
         task_id = self.pick(data)
-        if task_id is None:
-            return
+        if task_id is not None:
+            self.cancel_task(task_id)
+
+    def cancel_task(self, task_id: str) -> None:
         m = self.model[task_id]
         if m.status in TERMINAL_STATUSES:
             with pytest.raises(Conflict):
@@ -391,6 +394,22 @@ class LifecycleMachine(RuleBasedStateMachine):
             lease_id = self.model[task_id].lease_id
             assert lease_id is not None
             self.end(lease_id, how)
+
+    @rule(how=st.sampled_from(["succeed", "retryable", "final"]), cancel_first=st.booleans())
+    def work(self, how: str, cancel_first: bool) -> None:
+        """Claim the best ready task and end its attempt: the common path, as two checked steps
+        (three with a cancel while it runs)."""
+        before = set(self.leases)
+        self.claim(limit=1, kind="all", names=None, lease_seconds=LEASE_CHOICES[1])
+        new = [lease_id for lease_id in self.leases if lease_id not in before]
+        if not new:
+            return
+        (lease_id,) = new
+        self.tasks_agree_with_the_model()
+        if cancel_first:
+            self.cancel_task(self.leases[lease_id])
+            self.tasks_agree_with_the_model()
+        self.end(lease_id, how)
 
     def end(self, lease_id: str, how: str) -> None:
         self.count(f"complete_{how}")

@@ -16,9 +16,9 @@ resource or one of another tenant; ``Conflict`` for a state that forbids the cha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from duetime.types import (
     ApiKey,
@@ -27,7 +27,17 @@ from duetime.types import (
     Completion,
     CompletionResult,
     Lease,
+    NewSchedule,
     NewTask,
+    Queue,
+    QueueSettings,
+    QueueStats,
+    Schedule,
+    ScheduleAdvance,
+    ScheduleChange,
+    ScheduleDue,
+    ScheduleFilter,
+    ScheduleRevision,
     SigningSecret,
     StatusCount,
     Task,
@@ -35,6 +45,10 @@ from duetime.types import (
     TaskFilter,
     TaskPatch,
     Tenant,
+    Tick,
+    TickFilter,
+    TickOutcome,
+    WorkerInfo,
 )
 
 
@@ -162,7 +176,13 @@ class Store(Protocol):
         """Claim up to ``request.limit`` ``ready`` tasks — highest priority first, then earliest
         ``due_at`` — never a task another claimer holds (``FOR UPDATE SKIP LOCKED``). Each becomes
         ``running`` with a fresh ``lease_id``, ``attempts + 1``, ``started_at`` = now and
-        ``worker_id`` = ``request.worker_id``."""
+        ``worker_id`` = ``request.worker_id``.
+
+        ``tenant_id``/``queue``/``names`` narrow the claim when not None. Queue settings (see
+        :meth:`queue_put`) are honoured: no task of a ``paused`` queue is claimed, and a claim
+        never makes a queue's running tasks (its tenant's, of any target type) exceed its
+        ``max_concurrency``, also under concurrent claimers. Priority order holds within a queue.
+        """
 
     async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
         """End attempts, fenced: only a ``running`` task whose ``lease_id`` matches is changed.
@@ -172,7 +192,9 @@ class Store(Protocol):
         ``retrying`` with ``due_at = now + retry_delay_seconds`` when that is not None; else
         ``failed``. Dependents are released (every parent succeeded → ready/scheduled) or failed
         (a parent failed or was cancelled), transitively. Results are in input order; a stale
-        lease gives ``accepted=False`` and changes nothing.
+        lease gives ``accepted=False`` and changes nothing. A ``lease_expired`` completion (the
+        reaper's) is accepted only while the lease is actually expired by the store's now, so a
+        heartbeat that extended the lease after the reaper read it wins.
         """
 
     async def task_heartbeat(
@@ -181,9 +203,44 @@ class Store(Protocol):
         """Set ``lease_expires_at = now + extend_seconds`` for each lease still current;
         returns lease_id → new expiry for those (stale ones are absent)."""
 
+    async def task_leases_get(
+        self, lease_ids: Sequence[str], *, tenant_id: str | None = None
+    ) -> dict[str, Lease]:
+        """The current leases among ``lease_ids`` (lease_id → :class:`Lease`): tasks still
+        ``running`` under that lease, expired or not (until the reaper or the holder ends it, a
+        completion under it is still accepted). With ``tenant_id``, only that tenant's. Unknown,
+        ended and malformed ids are absent."""
+
     async def task_expired_leases(self, limit: int) -> list[Lease]:
         """Up to ``limit`` ``running`` tasks whose lease expired by now, oldest expiry first.
         The reaper ends each with a ``lease_expired`` :class:`Completion`."""
+
+    # -- queues and pull workers ---------------------------------------------------------------
+
+    async def queue_put(self, tenant_id: str, name: str, settings: QueueSettings) -> Queue:
+        """Create or replace the settings of the tenant's queue ``name`` (every field, as given);
+        ``updated_at`` = now. Claims made after this returns honour the new settings."""
+
+    async def queue_get(self, tenant_id: str, name: str) -> Queue | None:
+        """The tenant's configured queue ``name``, or None when it was never configured (it
+        then behaves as ``QueueSettings()``)."""
+
+    async def queue_list(self, tenant_id: str) -> list[Queue]:
+        """Every configured queue of the tenant, by name."""
+
+    async def queue_stats(self, tenant_id: str, name: str | None = None) -> list[QueueStats]:
+        """Live figures of the tenant's queues that hold tasks (of any status), by name; only
+        ``name`` when given. ``oldest_due_lag_seconds`` = now - the earliest ``due_at`` of its
+        ``ready`` tasks, at least 0."""
+
+    async def worker_seen(self, tenant_id: str, worker_id: str, queues: Sequence[str]) -> None:
+        """Record that a pull worker called now (a lease poll or a heartbeat): the first call
+        sets ``first_seen_at``, every call sets ``last_seen_at``; ``queues`` are added to the
+        queues it is known to poll."""
+
+    async def worker_list(self, tenant_id: str, live_within_seconds: float) -> list[WorkerInfo]:
+        """The tenant's workers seen within the last ``live_within_seconds``, by worker id, each
+        with ``leases`` = how many of the tenant's tasks run under its worker id now."""
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -193,3 +250,87 @@ class Store(Protocol):
 
     async def leader_resign(self, name: str, node_id: str) -> None:
         """Give up ``name`` if ``node_id`` holds it."""
+
+    # -- recurring schedules (SPEC §3 "Schedules") ---------------------------------------------
+
+    async def schedule_create(self, new: NewSchedule) -> Schedule:
+        """Create a schedule (version 1, not paused) whose cursor ``materialized_until`` and
+        ``next_run_at`` are ``new.materialized_until`` (the next materializer round computes the
+        real next run), and its first revision (action ``create``, ``before`` empty, ``after`` =
+        ``new.revision``, ``actor`` = ``new.actor``)."""
+
+    async def schedule_get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
+        """The tenant's schedule, or None (also when deleted or another tenant's)."""
+
+    async def schedule_list(self, query: ScheduleFilter) -> list[Schedule]:
+        """Up to ``query.limit`` of the tenant's schedules that are not deleted, newest first
+        (id descending), after ``query.cursor``; ``paused``, ``queue`` and ``name`` (the last
+        two of the task template) filter when not None."""
+
+    async def schedule_update(
+        self, tenant_id: str, schedule_id: str, change: ScheduleChange
+    ) -> Schedule:
+        """Apply a user change (:class:`ScheduleChange`, semantics in
+        :func:`duetime.store.schedule_change.apply_change`) in one transaction, only while the
+        schedule's version is ``change.expected_version``; bumps ``version``, sets ``updated_at``
+        and writes a revision (``change.action``, ``actor``, ``before``, ``after``).
+
+        ``rewind_to``: deletes the schedule's tasks with ``scheduled_for`` after it that have not
+        started (``scheduled``, no attempt, no dependents) and their tick rows, so the occurrences
+        can be made again. A pause that drops a buffered occurrence records it
+        ``skipped_paused``. ``NotFound`` (missing, deleted, another tenant's); ``Conflict`` when
+        the version moved on (nothing changed)."""
+
+    async def schedule_delete(
+        self, tenant_id: str, schedule_id: str, actor: str | None, before: Mapping[str, Any]
+    ) -> int:
+        """Delete a schedule (it is gone for every reader but its ledger stays) and cancel its
+        pending occurrences: tasks in ``scheduled``, ``ready`` or ``blocked`` that never started
+        (their dependents fail). Writes a ``delete`` revision. Returns how many tasks were
+        cancelled. ``NotFound``."""
+
+    async def schedule_occurrences_create(
+        self,
+        tenant_id: str,
+        schedule_id: str,
+        tasks: Sequence[NewTask],
+        outcome: TickOutcome,
+        detail: str | None = None,
+    ) -> list[TaskCreated]:
+        """Make tasks for explicit occurrences of the schedule (trigger, backfill), in input order,
+        all or nothing. Each task has ``schedule_id`` and ``scheduled_for``; an occurrence that
+        has its task already (unique ``(schedule_id, scheduled_for)``) is returned as it is with
+        ``created=False``. Each created task gets a tick row (``outcome``, ``detail``, its id).
+        Works on paused schedules. ``NotFound`` (missing, deleted, another tenant's)."""
+
+    async def schedule_due(self, now: datetime, horizon: datetime, limit: int) -> list[ScheduleDue]:
+        """Up to ``limit`` schedules a materializer round must look at, earliest ``next_run_at``
+        first, each with the status of its ``last_task_id`` task: those neither paused nor
+        deleted with ``overlap = allow`` and ``next_run_at <= horizon``, with another overlap and
+        ``next_run_at <= now``, or with a ``buffered_at``. Reads only such schedules (partial
+        indexes): the cost grows with the occurrences due, not with the schedules stored."""
+
+    async def schedule_advance(self, advances: Sequence[ScheduleAdvance]) -> list[bool]:
+        """Apply materializer plans in one transaction; per item True when applied.
+
+        An advance applies only while its schedule still has ``expected_version``,
+        ``expected_cursor`` (``materialized_until``) and ``expected_buffered_at`` and is neither
+        paused nor deleted; otherwise nothing of it is written (False). Applying it creates its
+        tasks — never a second task for an occurrence (unique ``(schedule_id, scheduled_for)``,
+        also against a concurrent node: the existing task is kept) — writes its ticks (a repeat
+        of ``(schedule_id, nominal, outcome)`` is ignored; ``with_task`` links the occurrence's
+        task), and sets ``materialized_until``, ``next_run_at``, ``buffered_at``,
+        ``last_task_id`` (the task at ``last_task_for``, when given) and clears ``resumed_at``
+        when ``clear_resume``. ``version`` and ``updated_at`` are not changed. Fires
+        ``ready_signal``/``due_signal`` like :meth:`task_create_many`."""
+
+    async def schedule_tick_list(self, query: TickFilter) -> list[Tick]:
+        """The schedule's tick ledger, newest nominal instant first (then outcome, descending),
+        after ``query.cursor``; only ``query.outcomes`` when given. ``NotFound`` (missing,
+        deleted, another tenant's)."""
+
+    async def schedule_revision_list(
+        self, tenant_id: str, schedule_id: str, *, limit: int = 100, cursor: int | None = None
+    ) -> list[ScheduleRevision]:
+        """The schedule's revisions, newest first (id descending), with ids below ``cursor``.
+        ``NotFound`` (missing, deleted, another tenant's)."""

@@ -1,0 +1,1 @@
+"""Public test aids: fakes (:mod:`.fakes`) and the store conformance suite (:mod:`.conformance`)."""

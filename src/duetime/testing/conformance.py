@@ -1322,6 +1322,7 @@ async def test_complete_many_mixes_good_and_stale_in_input_order(
         _completion(leases[0], AttemptOutcome.FAILED, error="repeat"),
         _completion(leases[2], AttemptOutcome.LEASE_EXPIRED, delay=3, error="e2"),
     ]
+    clock.set(max(lease.lease_expires_at for lease in leases))  # let the reaper's one count
     results = await store.task_complete_many(completions)
     assert [(r.task_id, r.lease_id) for r in results] == [
         (c.task_id, c.lease_id) for c in completions
@@ -1349,6 +1350,8 @@ async def test_attempt_rows_number_every_attempt(store: Store, clock: FakeClock)
     for n, outcome in enumerate(outcomes, start=1):
         lease = await _claim_one(store, task)
         assert lease.attempt == n
+        if outcome is AttemptOutcome.LEASE_EXPIRED:  # only an expired lease can end so
+            clock.set(lease.lease_expires_at)
         await _complete(store, _completion(lease, outcome, delay=0, error=f"e{n}"))
         assert await store.task_promote_due(10) == 1
     lease = await _claim_one(store, task)
@@ -1555,6 +1558,38 @@ async def test_task_count_by_status(store: Store, clock: FakeClock) -> None:
     table = {(c.queue, c.status): c.count for c in counts if c.count}
     assert table == {("q1", S.READY): 2, ("q2", S.SCHEDULED): 1, ("q2", S.FAILED): 1}
     assert all(isinstance(c.status, TaskStatus) for c in counts)
+
+
+async def test_reaper_ending_loses_to_a_heartbeat(store: Store, clock: FakeClock) -> None:
+    """complete_many: a ``lease_expired`` completion of a lease that a heartbeat extended (after
+    the reaper read it as expired) is refused; an actually expired one is accepted."""
+    tenant_id = await _tenant(store)
+    task = await _create(store, tenant_id)
+    lease = await _claim_one(store, task, lease_seconds=10)
+    [seen_expired] = await _expired_after(store, clock, lease)
+    clock.set(lease.lease_expires_at - timedelta(seconds=1))
+    extended = await store.task_heartbeat([lease.lease_id], 30)
+    assert lease.lease_id in extended
+    clock.set(lease.lease_expires_at)  # the reaper's view was read at the old expiry
+    [late] = await store.task_complete_many(
+        [_completion(seen_expired, AttemptOutcome.LEASE_EXPIRED, delay=1, error="expired")]
+    )
+    assert not late.accepted
+    assert (await _get(store, task)).status is S.RUNNING
+    clock.set(extended[lease.lease_id])
+    [due] = await store.task_complete_many(
+        [_completion(seen_expired, AttemptOutcome.LEASE_EXPIRED, delay=1, error="expired")]
+    )
+    assert due.accepted and due.status is S.RETRYING
+
+
+async def _expired_after(store: Store, clock: FakeClock, lease: Lease) -> list[Lease]:
+    """The reaper's read of ``lease`` once it expired, then time rewound to before the expiry."""
+    before = clock.now()
+    clock.set(lease.lease_expires_at)
+    expired = [x for x in await store.task_expired_leases(100) if x.lease_id == lease.lease_id]
+    clock.set(before)
+    return expired
 
 
 __all__ = sorted(name for name in dir() if name.startswith("test_"))

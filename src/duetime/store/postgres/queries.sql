@@ -245,13 +245,18 @@ SELECT min(due_at) FROM tasks WHERE status IN ('scheduled', 'retrying');
 -- name: task_claim_push
 -- Dispatcher. The literal target_type predicate lets even a generic plan use tasks_ready_push_idx.
 -- $2 target types, $3 queue or NULL, $4 names or NULL, $5 limit, $6 lease seconds or NULL
--- (then the task's timeout + $7 grace), $8 worker id.
+-- (then the task's timeout + $7 grace), $8 worker id, $9 tenant or NULL.
 WITH picked AS (
     SELECT id FROM tasks
     WHERE status = 'ready' AND target_type <> 'worker'
       AND target_type = ANY($2::text[])
       AND ($3::text IS NULL OR queue = $3)
       AND ($4::text[] IS NULL OR name = ANY($4::text[]))
+      AND ($9::text IS NULL OR tenant_id = $9)
+      AND NOT EXISTS (  -- paused or limited queues (limited ones: see queues.py)
+          SELECT 1 FROM queues q
+          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+            AND (q.paused OR q.max_concurrency IS NOT NULL))
     ORDER BY priority DESC, due_at
     LIMIT $5
     FOR UPDATE SKIP LOCKED
@@ -271,12 +276,17 @@ WHERE t.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING t.*;
 
 -- name: task_claim_worker
--- Lease API: worker tasks of one queue ($3), via tasks_ready_worker_idx. Parameters as above.
+-- Lease API: worker tasks of one tenant's ($9) queue ($3), via tasks_ready_worker_idx.
+-- Parameters as above.
 WITH picked AS (
     SELECT id FROM tasks
-    WHERE status = 'ready' AND target_type = 'worker' AND queue = $3
+    WHERE status = 'ready' AND target_type = 'worker' AND tenant_id = $9 AND queue = $3
       AND 'worker' = ANY($2::text[])
       AND ($4::text[] IS NULL OR name = ANY($4::text[]))
+      AND NOT EXISTS (  -- paused or limited queues (limited ones: see queues.py)
+          SELECT 1 FROM queues q
+          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+            AND (q.paused OR q.max_concurrency IS NOT NULL))
     ORDER BY priority DESC, due_at
     LIMIT $5
     FOR UPDATE SKIP LOCKED
@@ -303,6 +313,11 @@ WITH picked AS (
       AND target_type = ANY($2::text[])
       AND ($3::text IS NULL OR queue = $3)
       AND ($4::text[] IS NULL OR name = ANY($4::text[]))
+      AND ($9::text IS NULL OR tenant_id = $9)
+      AND NOT EXISTS (  -- paused or limited queues (limited ones: see queues.py)
+          SELECT 1 FROM queues q
+          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+            AND (q.paused OR q.max_concurrency IS NOT NULL))
     ORDER BY priority DESC, due_at
     LIMIT $5
     FOR UPDATE SKIP LOCKED
@@ -351,6 +366,9 @@ done AS (
     -- side of a nested loop and re-run unnest() for each: quadratic. Without it, tasks are
     -- reached by primary key from each completion (or by one hash join on a small table).
     WHERE t.id = c.id AND t.lease_id = c.lease_id
+      -- The reaper's lease_expired ending counts only if the lease is still expired: a
+      -- heartbeat that landed after the reaper read it wins.
+      AND (c.outcome <> 'lease_expired' OR t.lease_expires_at <= coalesce($1::timestamptz, now()))
     RETURNING t.id, c.lease_id, t.status, t.has_dependents, t.attempts, c.outcome,
               c.started_at, c.duration_ms, c.error, c.http_status, c.worker
 ),

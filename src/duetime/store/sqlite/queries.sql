@@ -249,10 +249,16 @@ WHERE rowid IN (
       AND target_type IN (SELECT value FROM json_each(:types))
       AND (:queue IS NULL OR queue = :queue)
       AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+      AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+      AND NOT EXISTS (  -- paused or limited queues (limited ones: see queues.py)
+          SELECT 1 FROM queues AS q
+          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+            AND (q.paused OR q.max_concurrency IS NOT NULL))
     ORDER BY priority DESC, due_at
     LIMIT :limit)
 RETURNING *, rowid AS claim_rowid;
 
+-- One tenant's queue: the lease API, via tasks_ready_worker.
 -- name: task_claim_worker_queue
 UPDATE tasks SET
     status = 'running', version = version + 1, attempts = attempts + 1,
@@ -262,8 +268,13 @@ UPDATE tasks SET
     started_at = :now, finished_at = NULL, updated_at = :now, worker_id = :worker_id
 WHERE rowid IN (
     SELECT rowid FROM tasks
-    WHERE status = 'ready' AND target_type = 'worker' AND queue = :queue
+    WHERE status = 'ready' AND target_type = 'worker'
+      AND tenant_id = :tenant_id AND queue = :queue
       AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+      AND NOT EXISTS (  -- paused or limited queues (limited ones: see queues.py)
+          SELECT 1 FROM queues AS q
+          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+            AND (q.paused OR q.max_concurrency IS NOT NULL))
     ORDER BY priority DESC, due_at
     LIMIT :limit)
 RETURNING *, rowid AS claim_rowid;
@@ -284,12 +295,22 @@ WHERE rowid IN (
           AND target_type IN (SELECT value FROM json_each(:types))
           AND (:queue IS NULL OR queue = :queue)
           AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+          AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+          AND NOT EXISTS (  -- paused or limited queues (limited ones: see queues.py)
+              SELECT 1 FROM queues AS q
+              WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+                AND (q.paused OR q.max_concurrency IS NOT NULL))
         UNION ALL
         SELECT rowid AS rid, priority, due_at FROM tasks
         WHERE status = 'ready' AND target_type = 'worker'
           AND 'worker' IN (SELECT value FROM json_each(:types))
           AND (:queue IS NULL OR queue = :queue)
           AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+          AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+          AND NOT EXISTS (  -- paused or limited queues (limited ones: see queues.py)
+              SELECT 1 FROM queues AS q
+              WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+                AND (q.paused OR q.max_concurrency IS NOT NULL))
     )
     ORDER BY priority DESC, due_at, rid
     LIMIT :limit)
@@ -322,10 +343,14 @@ UPDATE tasks SET
     updated_at = :now
 FROM (
     SELECT value ->> 0 AS id, value ->> 1 AS lease_id, value ->> 2 AS ok,
-           value ->> 3 AS delay_us, value ->> 4 AS result, value ->> 5 AS error
+           value ->> 3 AS delay_us, value ->> 4 AS result, value ->> 5 AS error,
+           value ->> 6 AS expiry
     FROM json_each(:batch)
 ) AS c
 WHERE tasks.id = c.id AND tasks.status = 'running' AND tasks.lease_id = c.lease_id
+  -- The reaper's lease_expired ending counts only if the lease is still expired: a heartbeat
+  -- that landed after the reaper read it wins.
+  AND (NOT c.expiry OR tasks.lease_expires_at <= :now)
 RETURNING tasks.id, tasks.status, tasks.attempts, tasks.has_dependents;
 
 -- Positional: task_id, number, started_at, finished_at, outcome, error, http_status, duration_ms,

@@ -61,13 +61,18 @@ def task_claim(conn: sqlite3.Connection, now: int, request: ClaimRequest) -> lis
         "worker_id": request.worker_id,
         "names": None if request.names is None else dumps(list(request.names)),
         "limit": request.limit,
+        "tenant_id": request.tenant_id,
     }
     # Pick the statement whose WHERE matches a partial index (see 0001_init.sql).
     if TargetType.WORKER not in request.target_types:
         params["types"] = dumps(sorted(str(t) for t in request.target_types))
         params["queue"] = request.queue
         query = Q["task_claim_push"]
-    elif request.target_types == {TargetType.WORKER} and request.queue is not None:
+    elif (
+        request.target_types == {TargetType.WORKER}
+        and request.queue is not None
+        and request.tenant_id is not None
+    ):
         params["queue"] = request.queue
         query = Q["task_claim_worker_queue"]
     else:
@@ -156,6 +161,7 @@ def _finish_item(done: Completion) -> list[Any]:
         None if ok or delay is None else seconds_to_micros(max(0.0, delay)),
         done.result_json if ok else None,
         done.error,
+        done.outcome is AttemptOutcome.LEASE_EXPIRED,
     ]
 
 
