@@ -6,17 +6,36 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["AsyncClient", "Client", "__version__"]
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "Job",
+    "NonRetryable",
+    "Worker",
+    "WorkerConfig",
+    "__version__",
+]
 
 if TYPE_CHECKING:
     from duetime.sdk.client import AsyncClient, Client
+    from duetime.sdk.worker import Job, NonRetryable, Worker, WorkerConfig
+
+_LAZY = {
+    "AsyncClient": "duetime.sdk.client",
+    "Client": "duetime.sdk.client",
+    "Job": "duetime.sdk.worker",
+    "NonRetryable": "duetime.sdk.worker",
+    "Worker": "duetime.sdk.worker",
+    "WorkerConfig": "duetime.sdk.worker",
+}
 
 
 def __getattr__(name: str) -> Any:
     # The SDK pulls in httpx and pydantic; import it only when asked for, so the server, the
     # engine and `import duetime.types` stay lean.
-    if name in ("AsyncClient", "Client"):
-        from duetime.sdk import client
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
 
-        return getattr(client, name)
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'duetime' has no attribute {name!r}")

@@ -436,6 +436,24 @@ def _add_bench() -> None:
 _add_bench()
 
 
+def _add_worker() -> None:
+    from duetime.worker_cli import worker
+
+    app.command("worker")(worker)
+
+
+_add_worker()
+
+
+def _add_schedule() -> None:
+    from duetime.schedule_cli import schedule_app
+
+    app.add_typer(schedule_app, name="schedule")
+
+
+_add_schedule()
+
+
 def main() -> None:
     """Entry point of the ``duetime`` console script."""
     app()

@@ -39,6 +39,8 @@ import pydantic
 
 from duetime import __version__, errors
 from duetime.sdk.errors import TransportError, error_from_response
+from duetime.sdk.leases import LeaseCalls
+from duetime.sdk.schedules import ScheduleCalls
 from duetime.sdk.models import (
     ApiKeyCreated,
     Attempt,
@@ -353,7 +355,7 @@ class _TenantCalls(_Api):
         return True
 
 
-class AsyncClient(_TaskCalls, _TenantCalls):
+class AsyncClient(_TaskCalls, _TenantCalls, LeaseCalls, ScheduleCalls):
     """Async client for the duetime HTTP API.
 
     ``AsyncClient(base_url="http://127.0.0.1:8080", api_key=None, *, timeout=10.0,
@@ -508,3 +510,24 @@ class Client:
     create_api_key = _blocking(AsyncClient.create_api_key)
     delete_api_key = _blocking(AsyncClient.delete_api_key)
     is_ready = _blocking(AsyncClient.is_ready)
+    lease_tasks = _blocking(AsyncClient.lease_tasks)
+    heartbeat = _blocking(AsyncClient.heartbeat)
+    complete_lease = _blocking(AsyncClient.complete_lease)
+    fail_lease = _blocking(AsyncClient.fail_lease)
+    complete_leases = _blocking(AsyncClient.complete_leases)
+    fail_leases = _blocking(AsyncClient.fail_leases)
+    list_workers = _blocking(AsyncClient.list_workers)
+    create_schedule = _blocking(AsyncClient.create_schedule)
+    get_schedule = _blocking(AsyncClient.get_schedule)
+    list_schedules = _blocking(AsyncClient.list_schedules)
+    iter_schedules = _blocking_iter(AsyncClient.iter_schedules)
+    update_schedule = _blocking(AsyncClient.update_schedule)
+    delete_schedule = _blocking(AsyncClient.delete_schedule)
+    pause_schedule = _blocking(AsyncClient.pause_schedule)
+    resume_schedule = _blocking(AsyncClient.resume_schedule)
+    trigger_schedule = _blocking(AsyncClient.trigger_schedule)
+    backfill_schedule = _blocking(AsyncClient.backfill_schedule)
+    list_upcoming = _blocking(AsyncClient.list_upcoming)
+    list_ticks = _blocking(AsyncClient.list_ticks)
+    iter_ticks = _blocking_iter(AsyncClient.iter_ticks)
+    list_revisions = _blocking(AsyncClient.list_revisions)

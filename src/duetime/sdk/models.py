@@ -16,8 +16,13 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from duetime.types import AttemptOutcome, TaskStatus
 
 __all__ = [
+    "AckResult",
     "ApiKeyCreated",
     "Attempt",
+    "Lease",
+    "LeaseCompletion",
+    "LeaseExtension",
+    "LeaseFailure",
     "Page",
     "RetryPolicy",
     "RetrySpec",
@@ -27,6 +32,7 @@ __all__ = [
     "TaskSpecFields",
     "Tenant",
     "TenantCreated",
+    "WorkerInfo",
     "http_target",
     "worker_target",
 ]
@@ -243,3 +249,192 @@ class Page(_Response, Generic[T]):
 
     items: tuple[T, ...]
     next_cursor: str | None = None
+
+
+# -- leases (pull workers, SPEC §3 "Queues and pull workers") ---------------------------------
+
+
+class LeaseCompletion(_Request):
+    """One item of :meth:`AsyncClient.complete_leases`: the attempt under ``lease_id``
+    succeeded with ``result`` (any JSON value; sent even when ``None``)."""
+
+    lease_id: str
+    result: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lease_id": self.lease_id, "result": self.result}
+
+
+class LeaseFailure(_Request):
+    """One item of :meth:`AsyncClient.fail_leases`: the attempt under ``lease_id`` failed.
+
+    ``retryable=False`` ends the task ``failed`` at once; otherwise it is retried per its retry
+    policy, after ``retry_after_seconds`` when given (instead of the policy's backoff).
+    """
+
+    lease_id: str
+    error: str
+    retryable: bool = True
+    retry_after_seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lease_id": self.lease_id,
+            "error": self.error,
+            "retryable": self.retryable,
+            "retry_after_seconds": self.retry_after_seconds,
+        }
+
+
+class Lease(_Response):
+    """A task leased to a worker: only the holder of the current ``lease_id`` may heartbeat,
+    complete or fail it, and only until ``lease_expires_at`` (unless extended). ``attempt`` is
+    the number of the attempt this lease runs (1 for the first)."""
+
+    lease_id: str
+    lease_expires_at: datetime
+    attempt: int
+    task: Task
+
+
+class LeaseExtension(_Response):
+    """A heartbeat's answer: the lease now lasts until ``lease_expires_at``."""
+
+    lease_id: str
+    lease_expires_at: datetime
+
+
+class AckResult(_Response):
+    """What became of one item of a batch complete or fail: ``status`` is ``"ok"`` when the
+    server applied it and ``"stale"`` when the lease was no longer current (nothing changed).
+    ``task_status`` is the task's status afterwards, when the server says."""
+
+    lease_id: str
+    status: str
+    task_id: str | None = None
+    task_status: TaskStatus | None = None
+    detail: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the server applied this item."""
+        return self.status == "ok"
+
+
+class WorkerInfo(_Response):
+    """A worker the server has seen lease or heartbeat recently (``GET /v1/workers``): the
+    queues it polled, when it was first and last seen, and how many leases it holds now."""
+
+    worker_id: str
+    queues: tuple[str, ...] = ()
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    leases: int = 0
+
+
+# -- recurring schedules (SPEC §3 "Schedules") ------------------------------------------------
+
+__all__ += [
+    "BackfillItem",
+    "BackfillResult",
+    "Schedule",
+    "ScheduleDeleted",
+    "ScheduleDst",
+    "ScheduleRevision",
+    "ScheduleTick",
+    "UpcomingTime",
+]
+
+
+class ScheduleDst(_Response):
+    """Daylight-saving knobs: ``nonexistent`` (``run_after_gap`` or ``skip``) and ``ambiguous``
+    (``first`` or ``both``)."""
+
+    nonexistent: str = "run_after_gap"
+    ambiguous: str = "first"
+
+
+class Schedule(_Response):
+    """A recurring schedule. ``next_run_at`` is the next nominal fire time (None while paused or
+    once ended); ``description`` says the expression in words; ``task`` is the template every
+    occurrence becomes."""
+
+    id: str
+    cron: str | None = None
+    every: str | None = None
+    rrule: str | None = None
+    timezone: str = "UTC"
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    jitter_seconds: int = 0
+    dst: ScheduleDst = ScheduleDst()
+    overlap: str = "allow"
+    catchup: str = "latest"
+    catchup_window_seconds: int = 86_400
+    catchup_max_runs: int = 100
+    task: dict[str, Any] = {}
+    paused: bool = False
+    pause_note: str | None = None
+    paused_at: datetime | None = None
+    next_run_at: datetime | None = None
+    description: str = ""
+    version: int = 1
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleDeleted(_Response):
+    """A delete's answer: how many pending occurrences it cancelled."""
+
+    id: str
+    deleted: bool = True
+    cancelled_tasks: int = 0
+
+
+class UpcomingTime(_Response):
+    """A coming fire time, with the offset of the schedule's zone; ``note`` says why it moved or
+    repeats (a DST gap or fold)."""
+
+    at: datetime
+    note: str | None = None
+
+
+class ScheduleTick(_Response):
+    """One tick ledger row: a nominal instant (``at``) and what became of it (``outcome``:
+    ``fired``, ``skipped_overlap``, ``skipped_paused``, ``missed``, ``caught_up``,
+    ``backfilled``, ``dst_shifted``, ``dst_skipped`` or ``triggered``)."""
+
+    at: datetime
+    outcome: str
+    task_id: str | None = None
+    detail: str | None = None
+    recorded_at: datetime | None = None
+
+
+class ScheduleRevision(_Response):
+    """One change to a schedule: when, by which API key (``actor``), and the fields before and
+    after."""
+
+    id: int
+    at: datetime
+    actor: str | None = None
+    action: str
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+
+
+class BackfillItem(_Response):
+    scheduled_for: datetime
+    run_at: datetime
+    task_id: str
+    created: bool
+
+
+class BackfillResult(_Response):
+    """What a backfill made: ``created`` new tasks, ``existing`` occurrences that had theirs
+    already, and whether the range held more than ``max_runs`` (``truncated``)."""
+
+    created: int
+    existing: int
+    truncated: bool = False
+    items: tuple[BackfillItem, ...] = ()

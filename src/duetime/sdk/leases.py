@@ -1,0 +1,217 @@
+"""Calls of pull workers (SPEC §3 "Queues and pull workers"): lease due ``worker`` tasks from a
+queue, keep the leases alive, and end them — one by one or in batches.
+
+::
+
+    leases = await client.lease_tasks("default", max_tasks=10, wait_seconds=20, names=["email"])
+    for lease in leases:
+        ...  # run lease.task
+    await client.complete_leases([LeaseCompletion(lease_id=lease.lease_id, result={"ok": 1})])
+
+Every lease is a fencing token: heartbeat, complete and fail under a lease that is no longer
+current (expired, reclaimed or already ended) raise :class:`~duetime.sdk.errors.ApiStaleLease`
+(409) and change nothing; the batch forms report such items as ``status="stale"`` instead.
+:class:`duetime.Worker` drives all of this for you.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import httpx
+import orjson
+import pydantic
+from pydantic import BaseModel, ConfigDict
+
+from duetime import errors
+from duetime.sdk.errors import TransportError, error_from_response
+from duetime.sdk.models import (
+    AckResult,
+    Lease,
+    LeaseCompletion,
+    LeaseExtension,
+    LeaseFailure,
+    WorkerInfo,
+)
+
+__all__ = ["LeaseCalls"]
+
+if TYPE_CHECKING:
+    from duetime.sdk.client import _Api
+else:
+    # client.py imports this mixin into AsyncClient's bases, so the real base cannot be imported
+    # here at run time; AsyncClient's MRO supplies _Api's attributes.
+    _Api = object
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+class _LeaseBatch(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    leases: tuple[Lease, ...]
+
+
+class _AckBatch(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    items: tuple[AckResult, ...]
+
+
+def _items_json(
+    items: Iterable[BaseModel | Mapping[str, Any]],
+    model: type[LeaseCompletion] | type[LeaseFailure],
+) -> list[dict[str, Any]]:
+    """Batch items as JSON, each checked locally first (a malformed one is a ValidationError
+    naming ``items.<index>.<field>``, and nothing is sent)."""
+    out: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        try:
+            checked = item if isinstance(item, model) else model.model_validate(dict(item))
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(["items", str(index), *(str(p) for p in first["loc"])])
+            raise errors.ValidationError(f"{where}: {first['msg']}", field=where) from exc
+        out.append(checked.to_json())
+    return out
+
+
+class LeaseCalls(_Api):
+    """``/v1/queues/{name}/lease``, ``/v1/leases/...`` and ``/v1/workers``."""
+
+    async def lease_tasks(
+        self,
+        queue: str = "default",
+        *,
+        worker_id: str,
+        max_tasks: int = 10,
+        lease_seconds: float | None = None,
+        wait_seconds: float = 20.0,
+        names: Sequence[str] | None = None,
+    ) -> list[Lease]:
+        """Lease up to ``max_tasks`` (≤ 1000) due ``worker`` tasks of ``queue``, highest
+        priority first.
+
+        ``worker_id`` names the caller in ``GET /v1/workers`` and in attempt histories. With
+        ``wait_seconds`` > 0 (≤ 60) and nothing due, the server holds the call open until a task
+        is due or the wait ends (a long poll; this call's timeout is stretched by the wait) and
+        may return an empty list; 0 answers at once. ``names`` narrows the lease to
+        tasks with those names. Each lease lasts ``lease_seconds`` (server default 30) unless
+        extended with :meth:`heartbeat`. Raises ``ApiValidationError``, ``ApiUnavailable``,
+        ``TransportError``.
+        """
+        body: dict[str, Any] = {
+            "max_tasks": max_tasks,
+            "worker_id": worker_id,
+            "wait_seconds": wait_seconds,
+        }
+        if lease_seconds is not None:
+            body["lease_seconds"] = lease_seconds
+        if names is not None:
+            body["names"] = list(names)
+        path = f"/v1/queues/{_segment(queue)}/lease"
+        content = await self._long_poll(path, body, wait_seconds)
+        return list(_LeaseBatch.model_validate_json(content).leases)
+
+    async def _long_poll(self, path: str, body: Any, wait_seconds: float) -> bytes:
+        """POST ``body`` and return the raw 2xx body, with the read timeout stretched by
+        ``wait_seconds`` (``_Api._request`` uses the client's fixed timeout). Errors as in
+        :meth:`_Api._request`."""
+        base = self._http.timeout
+        read = None if base.read is None else base.read + wait_seconds
+        timeout = httpx.Timeout(base.connect, read=read, write=base.write, pool=base.pool)
+        try:
+            response = await self._http.post(
+                path,
+                content=orjson.dumps(body),
+                headers={"content-type": "application/json"},
+                timeout=timeout,
+            )
+        except httpx.TimeoutException as exc:
+            raise TransportError(f"POST {self.base_url}{path}: timed out ({exc})") from exc
+        except httpx.TransportError as exc:
+            raise TransportError(f"cannot reach {self.base_url}: {exc}") from exc
+        if response.is_success:
+            return response.content
+        decoded: Any = None
+        if response.content:
+            try:
+                decoded = orjson.loads(response.content)
+            except orjson.JSONDecodeError:
+                decoded = response.text
+        raise error_from_response(
+            response.status_code, response.reason_phrase, decoded, response.headers
+        )
+
+    async def heartbeat(self, lease_id: str, extend_seconds: float | None = None) -> LeaseExtension:
+        """Extend a lease to ``extend_seconds`` from now (server default when None).
+        Raises ``ApiStaleLease`` (409) when the lease was lost: stop working on the task."""
+        body = {} if extend_seconds is None else {"extend_seconds": extend_seconds}
+        path = f"/v1/leases/{_segment(lease_id)}/heartbeat"
+        return LeaseExtension.model_validate(await self._request("POST", path, body=body))
+
+    async def complete_lease(self, lease_id: str, result: Any = None) -> AckResult:
+        """End the attempt under ``lease_id`` as succeeded with ``result`` (any JSON value, at
+        most the server's payload limit). Returns the outcome with the task's new status.
+        Raises ``ApiStaleLease`` (409) when the lease is no longer current (nothing changed),
+        ``ApiValidationError`` (413) for a result over the limit."""
+        path = f"/v1/leases/{_segment(lease_id)}/complete"
+        return AckResult.model_validate(await self._request("POST", path, body={"result": result}))
+
+    async def fail_lease(
+        self,
+        lease_id: str,
+        error: str,
+        *,
+        retryable: bool = True,
+        retry_after_seconds: float | None = None,
+    ) -> AckResult:
+        """End the attempt under ``lease_id`` as failed with ``error`` (the server keeps up to
+        4096 characters). ``retryable=False`` fails the task for good; otherwise it is retried
+        per its policy, not sooner than ``retry_after_seconds`` when given. Returns the outcome
+        with the task's new status. Raises ``ApiStaleLease`` (409)."""
+        body = LeaseFailure(
+            lease_id=lease_id,
+            error=error,
+            retryable=retryable,
+            retry_after_seconds=retry_after_seconds,
+        ).to_json()
+        del body["lease_id"]
+        path = f"/v1/leases/{_segment(lease_id)}/fail"
+        return AckResult.model_validate(await self._request("POST", path, body=body))
+
+    async def complete_leases(
+        self, items: Iterable[LeaseCompletion | Mapping[str, Any]]
+    ) -> list[AckResult]:
+        """Complete up to 1,000 leases in one call; one :class:`AckResult` per item, in input
+        order (``status="stale"`` for a lease that was no longer current — never an error).
+        Raises ``ApiValidationError`` (413) when a result is over the payload limit."""
+        body = {"items": _items_json(items, LeaseCompletion)}
+        return await self._acks("/v1/leases/complete", body)
+
+    async def fail_leases(
+        self, items: Iterable[LeaseFailure | Mapping[str, Any]]
+    ) -> list[AckResult]:
+        """Fail up to 1,000 leases in one call; one :class:`AckResult` per item, in input
+        order."""
+        body = {"items": _items_json(items, LeaseFailure)}
+        return await self._acks("/v1/leases/fail", body)
+
+    async def _acks(self, path: str, body: dict[str, Any]) -> list[AckResult]:
+        if not body["items"]:
+            return []
+        data = await self._request("POST", path, body=body)
+        return list(_AckBatch.model_validate(data).items)
+
+    async def list_workers(self, *, live_within_seconds: float | None = None) -> list[WorkerInfo]:
+        """The workers that leased or heart-beat within ``live_within_seconds`` (server default
+        60), with the queues they poll, when they were last seen and the leases they hold."""
+        params: list[tuple[str, str | int | float | bool | None]] = []
+        if live_within_seconds is not None:
+            params.append(("live_within_seconds", live_within_seconds))
+        data = await self._request("GET", "/v1/workers", params=params)
+        return [WorkerInfo.model_validate(item) for item in data["items"]]

@@ -1,0 +1,708 @@
+"""The pull worker: runs your Python functions as duetime tasks (SPEC §3 "Queues and pull
+workers", §5).
+
+::
+
+    worker = duetime.Worker("http://127.0.0.1:8080", queues=["default"], concurrency=20,
+                            api_key="dt_...")
+
+    @worker.handler("send-report")
+    async def send_report(job: duetime.Job) -> dict[str, int]:
+        report = await build(job.payload["report"])
+        return {"pages": report.pages}          # becomes the task's result (JSON)
+
+    @worker.handler("resize")
+    def resize(job: duetime.Job) -> None:       # sync handlers run in a thread pool
+        if job.payload is None:
+            raise duetime.NonRetryable("nothing to resize")   # fails for good
+        ...
+
+    worker.run_sync()                  # or: await worker.run();  duetime worker app:worker
+
+A handler receives a :class:`Job` (the leased task, its payload, the attempt number). It
+succeeds by returning (the value, JSON-encoded, becomes the task's ``result``), and fails by
+raising: :class:`NonRetryable` fails the task for good, any other exception is a retryable
+failure recorded as ``"TypeName: message"``. A handler that overruns the task's
+``timeout_seconds`` fails (retryable) with ``"timed out after Ns"``: an async one is cancelled,
+a sync one is left to finish in its thread (its slot stays taken until it does) and its result
+is dropped.
+
+How it runs: one loop leases as many tasks as there are free slots (``concurrency``), long-polling
+when idle and asking only for task names it has handlers for; each task runs on its own
+(async handlers in the event loop, sync ones in a thread pool of ``concurrency`` threads);
+leases held longer than a third of ``lease_seconds`` are extended by heartbeats; completions and
+failures are sent in batches a few milliseconds apart. A lease the server says is stale (409:
+expired and given to another worker, or cancelled) is logged and counted, and the handler's work
+is dropped — never an exception. A server outage (503, no connection) is ridden out with
+backoff. With several queues, each round asks every queue (without waiting) before long-polling
+one of them for at most a second, in turn.
+
+Stopping: :meth:`Worker.stop` (or SIGTERM/SIGINT under :meth:`Worker.run_sync`) stops leasing at
+once, lets running handlers finish for ``shutdown_grace_seconds``, fails the rest back as
+retryable (``"worker shutting down"``) so another worker takes them without waiting for their
+leases to expire, and flushes every ack. A second signal skips the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import random
+import secrets
+import signal
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from duetime.sdk.acks import AckBatcher, AckOutcome, encode_result
+from duetime.sdk.errors import (
+    ApiConflict,
+    ApiError,
+    ApiNotFound,
+    ApiUnauthorized,
+    ApiUnavailable,
+    ApiValidationError,
+    TransportError,
+)
+from duetime.sdk.models import Lease, Task
+from duetime.sdk.threads import DaemonThreadPool
+
+if TYPE_CHECKING:
+    from duetime.sdk.client import AsyncClient
+
+__all__ = ["Handler", "Job", "NonRetryable", "Worker", "WorkerConfig", "WorkerStats"]
+
+log = logging.getLogger("duetime.worker")
+
+F = TypeVar("F", bound=Callable[..., Any])
+Handler = Callable[["Job"], Any]
+"""A handler: ``def f(job) -> result`` or ``async def f(job) -> result``."""
+
+SHUTDOWN_ERROR = "worker shutting down"
+MAX_HANDLERS = 100
+"""A lease call names at most this many tasks (the server's limit)."""
+
+
+class NonRetryable(Exception):
+    """Raise from a handler to fail the task for good: no further attempts, whatever its retry
+    policy. The message becomes the attempt's error."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """How a :class:`Worker` leases, beats, acks and stops; the defaults suit most workers.
+
+    - ``lease_seconds``: how long each lease lasts without a heartbeat (and each heartbeat
+      extends it by as much). A crashed worker's tasks come back after at most this long.
+    - ``heartbeat_seconds``: how often a running task's lease is extended; default a third of
+      ``lease_seconds``.
+    - ``wait_seconds``: how long one lease call long-polls when nothing is due.
+    - ``max_lease_batch``: the most tasks asked for in one lease call.
+    - ``ack_flush_seconds``, ``ack_batch_size``: acks wait at most this long, or until this many
+      are buffered, before they are sent.
+    - ``shutdown_grace_seconds``: how long running handlers may finish after a stop request.
+    - ``final_flush_seconds``: how long to keep trying to send the last acks when stopping.
+    - ``backoff_seconds``, ``max_backoff_seconds``: waits between retries while the server is
+      unreachable or unavailable (doubling, with jitter).
+    - ``request_timeout_seconds``: the timeout of each API call (a long poll adds its wait),
+      used when the worker builds its own client from a URL.
+    - ``max_error_chars``: a failure's error text is cut to this length.
+    """
+
+    lease_seconds: float = 30.0
+    heartbeat_seconds: float | None = None
+    wait_seconds: float = 20.0
+    max_lease_batch: int = 100
+    ack_flush_seconds: float = 0.002
+    ack_batch_size: int = 500
+    shutdown_grace_seconds: float = 30.0
+    final_flush_seconds: float = 5.0
+    backoff_seconds: float = 0.1
+    max_backoff_seconds: float = 5.0
+    request_timeout_seconds: float = 10.0
+    max_error_chars: int = 2000
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_seconds is not None and not self.heartbeat_seconds > 0:
+            raise ValueError("heartbeat_seconds must be > 0")
+        if self.shutdown_grace_seconds < 0:
+            raise ValueError("shutdown_grace_seconds must be >= 0")
+        if not (1 <= self.max_lease_batch <= 1000 and 1 <= self.ack_batch_size <= 1000):
+            raise ValueError("max_lease_batch and ack_batch_size must be in 1..1000")
+        if self.lease_seconds < 0.1 or not 0 <= self.wait_seconds <= 60:
+            raise ValueError("lease_seconds must be >= 0.1 and wait_seconds in 0..60")
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Seconds between two heartbeats of one lease."""
+        return self.heartbeat_seconds or self.lease_seconds / 3
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One leased run of a task, as a handler receives it.
+
+    ``task`` is the task as ``GET /v1/tasks/{id}`` shows it; ``attempt`` is this attempt's number
+    (1 for the first); ``lease_id`` is the fencing token the worker acks with.
+    """
+
+    task: Task
+    attempt: int
+    lease_id: str
+    worker_id: str
+
+    @property
+    def payload(self) -> Any:
+        """The task's payload (any JSON value)."""
+        return self.task.payload
+
+    @property
+    def id(self) -> str:
+        """The task's id."""
+        return self.task.id
+
+    @property
+    def name(self) -> str | None:
+        """The task's name (the handler it was dispatched to)."""
+        return self.task.name
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """Running counts of what the worker did (read them at any time, e.g. after ``run``)."""
+
+    leased: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    timed_out: int = 0
+    released: int = 0
+    stale_acks: int = 0
+    ack_errors: int = 0
+    heartbeats: int = 0
+    lost_leases: int = 0
+    server_errors: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class _Held:
+    """A lease this worker holds: running, or ended and waiting for its ack to land."""
+
+    job: Job
+    next_beat: float
+    is_async: bool = True
+    runner: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None  # the task's timeout
+    timed_out: bool = False
+    kind: str | None = None  # "complete", "fail" or "release" (failed back at shutdown)
+    ended: bool = False  # the outcome is decided (ack buffered, or dropped)
+    lost: bool = False  # the server refused a heartbeat: someone else owns the task now
+
+
+@dataclass(frozen=True, slots=True)
+class _Registered:
+    fn: Handler
+    is_async: bool
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    call = getattr(fn, "__call__", None)  # noqa: B004 - async callable objects count too
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+class Worker:
+    """Leases ``worker`` tasks from ``queues`` and runs their handlers, at most ``concurrency``
+    at a time (see the module docs for the full behaviour).
+
+    ``client`` is an :class:`~duetime.AsyncClient` (borrowed: the worker does not close it) or a
+    server URL (the worker builds its own client with ``api_key``). ``worker_id`` names this
+    worker in ``GET /v1/workers`` and in attempt histories (default ``host-pid-random``).
+    ``config`` tunes leasing, heartbeats, acks and shutdown (:class:`WorkerConfig`).
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient | str,
+        queues: Sequence[str] = ("default",),
+        concurrency: int = 10,
+        *,
+        api_key: str | None = None,
+        worker_id: str | None = None,
+        config: WorkerConfig | None = None,
+    ) -> None:
+        self._handlers: dict[str, _Registered] = {}
+        self._client: AsyncClient | None = None
+        self._url: str | None = None
+        self._api_key = api_key
+        if isinstance(client, str):
+            self._url = client
+        else:
+            self._client = client
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self.queues: tuple[str, ...] = ()
+        self.concurrency = 0
+        self.configure(queues=queues, concurrency=concurrency)
+        self.worker_id = worker_id or _default_worker_id()
+        self.config = config or WorkerConfig()
+        self.stats = WorkerStats()
+        self._held: dict[str, _Held] = {}
+        self._busy = 0  # slots taken: handlers (or their threads) still running
+        self._stopping: asyncio.Event | None = None
+        self._changed: asyncio.Event | None = None  # a slot freed or a lease let go
+        self._hard_stop = False
+        self._acks: AckBatcher | None = None
+        self._pool: DaemonThreadPool | None = None
+
+    # -- set up ------------------------------------------------------------------------------
+
+    def handler(self, name: str) -> Callable[[F], F]:
+        """Decorator: run ``fn(job)`` for tasks named ``name`` (sync or async; see the module
+        docs for results and errors). Registering a name twice is a ``ValueError``."""
+
+        def register(fn: F) -> F:
+            self.add_handler(name, fn)
+            return fn
+
+        return register
+
+    def add_handler(self, name: str, fn: Handler) -> None:
+        """Register ``fn`` for tasks named ``name`` (what :meth:`handler` does)."""
+        if not name:
+            raise ValueError("a handler needs a task name")
+        if name in self._handlers:
+            raise ValueError(f"a handler for {name!r} is already registered")
+        self._handlers[name] = _Registered(fn, _is_async(fn))
+
+    @property
+    def handler_names(self) -> list[str]:
+        """The task names this worker leases, sorted."""
+        return sorted(self._handlers)
+
+    def configure(
+        self,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        queues: Sequence[str] | None = None,
+        concurrency: int | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        """Change settings before :meth:`run` (``duetime worker`` applies its flags this way).
+        A new ``url`` or ``api_key`` makes the worker build its own client, replacing one it was
+        given."""
+        if self._loop is not None:
+            raise RuntimeError("configure() must be called before run()")
+        if url is not None or api_key is not None:
+            if url is None and self._client is not None:
+                url = self._client.base_url
+            self._url = url or self._url
+            self._api_key = api_key if api_key is not None else self._api_key
+            self._client = None
+        if queues is not None:
+            if isinstance(queues, str) or not queues or not all(queues):
+                raise ValueError("queues must be a non-empty list of queue names")
+            self.queues = tuple(queues)
+        if concurrency is not None:
+            if concurrency < 1:
+                raise ValueError("concurrency must be >= 1")
+            self.concurrency = concurrency
+        if worker_id is not None:
+            self.worker_id = worker_id
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run_sync(
+        self,
+        *,
+        until_empty: bool = False,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+    ) -> WorkerStats:
+        """Blocking :meth:`run` in a new event loop (made by ``loop_factory``, e.g.
+        ``uvloop.new_event_loop``); SIGTERM/SIGINT stop it gracefully when called from the main
+        thread (a second signal skips the grace period)."""
+        main = threading.current_thread() is threading.main_thread()
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(self.run(until_empty=until_empty, handle_signals=main))
+
+    async def run(self, *, until_empty: bool = False, handle_signals: bool = False) -> WorkerStats:
+        """Lease and run tasks until :meth:`stop` — or, with ``until_empty``, until no task of
+        the queues is due and nothing is in flight (drain and exit, for tests and batch jobs).
+        Then shut down as the module docs say and return the stats.
+
+        A Worker runs once. Raises ``ValueError`` with no handlers registered, and the API's
+        error when the server refuses the worker for good (``ApiUnauthorized``,
+        ``ApiValidationError``), after failing back what it held.
+        """
+        if not self._handlers:
+            raise ValueError("register at least one handler before run()")
+        if len(self._handlers) > MAX_HANDLERS:
+            raise ValueError(f"a worker leases at most {MAX_HANDLERS} task names; split it")
+        if self._loop is not None:
+            raise RuntimeError("this Worker is already running (or has run)")
+        loop = self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._stopping, self._changed = asyncio.Event(), asyncio.Event()
+        client, owned = self._open_client()
+        if any(not h.is_async for h in self._handlers.values()):
+            self._pool = DaemonThreadPool(self.concurrency, name=f"duetime-{self.worker_id}")
+        cfg = self.config
+        self._acks = AckBatcher(
+            client,
+            self._ack_done,
+            flush_seconds=cfg.ack_flush_seconds,
+            batch_size=cfg.ack_batch_size,
+            backoff_seconds=cfg.backoff_seconds,
+            max_backoff_seconds=cfg.max_backoff_seconds,
+        )
+        signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
+        for sig in signals:
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        flusher = asyncio.create_task(self._acks.run(), name="duetime-worker-acks")
+        beats = asyncio.create_task(self._heartbeat_loop(client), name="duetime-worker-beats")
+        log.info(
+            "worker %s leasing %s from %s (concurrency %d)",
+            self.worker_id,
+            ", ".join(self.handler_names),
+            ", ".join(self.queues),
+            self.concurrency,
+        )
+        try:
+            await self._lease_loop(client, until_empty)
+        finally:
+            self._stopping.set()
+            try:
+                await self._shut_down()
+            finally:
+                for task in (flusher, beats):
+                    task.cancel()
+                await asyncio.gather(flusher, beats, return_exceptions=True)
+                for sig in signals:
+                    loop.remove_signal_handler(sig)
+                if self._pool is not None:
+                    self._pool.shutdown()
+                if owned:
+                    await client.aclose()
+        log.info("worker %s stopped: %s", self.worker_id, self.stats)
+        return self.stats
+
+    def stop(self, *, graceful: bool = True) -> None:
+        """Stop leasing and shut down (from any thread). ``graceful=False``, or a second call,
+        skips the grace period: running handlers are failed back at once."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._request_stop(graceful)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing to stop
+                loop.call_soon_threadsafe(self._request_stop, graceful)
+
+    def _request_stop(self, graceful: bool) -> None:
+        assert self._stopping is not None and self._changed is not None
+        if self._stopping.is_set() or not graceful:
+            self._hard_stop = True
+        self._stopping.set()
+        self._changed.set()
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        assert self._stopping is not None
+        hard = self._stopping.is_set()
+        log.warning(
+            "%s: %s", sig.name, "stopping now" if hard else "finishing running tasks, then stopping"
+        )
+        self._request_stop(graceful=not hard)
+
+    def _open_client(self) -> tuple[AsyncClient, bool]:
+        if self._client is not None:
+            return self._client, False
+        from duetime.sdk.client import DEFAULT_URL, AsyncClient
+
+        client = AsyncClient(
+            self._url or DEFAULT_URL,
+            self._api_key,
+            timeout=self.config.request_timeout_seconds,
+        )
+        return client, True
+
+    # -- leasing -----------------------------------------------------------------------------
+
+    async def _lease_loop(self, client: AsyncClient, until_empty: bool) -> None:
+        assert self._stopping is not None and self._changed is not None
+        cfg, queues, names = self.config, self.queues, self.handler_names
+        turn = empty_streak = 0
+        delay = cfg.backoff_seconds
+        while not self._stopping.is_set():
+            if self._busy >= self.concurrency or (
+                until_empty and empty_streak >= len(queues) and self._held
+            ):
+                self._changed.clear()
+                await self._changed.wait()  # a slot freed, a lease let go, or a stop
+                empty_streak = 0
+                continue
+            if until_empty and empty_streak >= len(queues):
+                return  # every queue came back empty with nothing in flight
+            queue = queues[turn % len(queues)]
+            turn += 1
+            if until_empty or (len(queues) > 1 and empty_streak < len(queues)):
+                wait = 0.0  # sweep every queue before long-polling one of them
+            elif len(queues) > 1:
+                wait = min(cfg.wait_seconds, 1.0)  # the other queues are polled again soon
+            else:
+                wait = cfg.wait_seconds
+            want = min(self.concurrency - self._busy, cfg.max_lease_batch)
+            try:
+                leases = await self._lease(client, queue, want, wait, names)
+            except (ApiUnavailable, TransportError, ApiNotFound) as exc:
+                self.stats.server_errors += 1
+                log.warning("lease from %s failed (%s); retrying in %.1fs", queue, exc, delay)
+                await self._sleep(getattr(exc, "retry_after", None) or delay)
+                delay = min(delay * 2, cfg.max_backoff_seconds)
+                continue
+            except (ApiUnauthorized, ApiValidationError):
+                raise
+            except ApiError as exc:
+                self.stats.server_errors += 1
+                log.error("lease from %s refused (%s); retrying in %.1fs", queue, exc, delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, cfg.max_backoff_seconds)
+                continue
+            delay = cfg.backoff_seconds
+            empty_streak = 0 if leases else empty_streak + 1
+            for lease in leases:
+                self._start(lease)
+
+    async def _lease(
+        self, client: AsyncClient, queue: str, want: int, wait: float, names: list[str]
+    ) -> list[Lease]:
+        assert self._stopping is not None
+        call = client.lease_tasks(
+            queue,
+            max_tasks=want,
+            lease_seconds=self.config.lease_seconds,
+            wait_seconds=wait,
+            worker_id=self.worker_id,
+            names=names,
+        )
+        if wait <= 0:
+            return await call
+        # A long poll must not hold up a stop: race it with the stop request. A lease the server
+        # grants at the very instant of cancelling is not lost: it expires and is retried.
+        poll = asyncio.ensure_future(call)
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({poll, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            poll.cancel()
+            raise
+        finally:
+            stopped.cancel()
+        if not poll.done():
+            poll.cancel()
+            await asyncio.wait({poll})  # it may still have finished: then use its leases
+        return [] if poll.cancelled() else poll.result()
+
+    async def _sleep(self, seconds: float) -> None:
+        assert self._stopping is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds * random.uniform(0.8, 1.2)):
+                await self._stopping.wait()
+
+    # -- running handlers --------------------------------------------------------------------
+
+    def _start(self, lease: Lease) -> None:
+        loop = self._loop
+        assert loop is not None
+        self.stats.leased += 1
+        job = Job(lease.task, lease.attempt, lease.lease_id, self.worker_id)
+        held = _Held(job, loop.time() + self.config.heartbeat_interval)
+        self._held[lease.lease_id] = held
+        registered = self._handlers.get(lease.task.name or "")
+        if registered is None:
+            self._fail(held, f"no handler for task name {lease.task.name!r}", retryable=False)
+            return
+        self._busy += 1
+        held.is_async = registered.is_async
+        held.runner = loop.create_task(self._run(held, registered))
+        if lease.task.timeout_seconds:
+            # One timer handle per task: far cheaper than an asyncio.timeout() scope.
+            held.timer = loop.call_later(lease.task.timeout_seconds, self._expire, held)
+
+    def _expire(self, held: _Held) -> None:
+        if held.ended or held.runner is None or held.runner.done():
+            return
+        held.timed_out = True
+        held.runner.cancel()  # a sync handler's thread runs on; only the wait for it ends
+
+    async def _run(self, held: _Held, registered: _Registered) -> None:
+        job = held.job
+        future: asyncio.Future[Any] | None = None
+        try:
+            if registered.is_async:
+                result = await registered.fn(job)
+            else:
+                assert self._pool is not None and self._loop is not None
+                future = self._pool.submit(self._loop, registered.fn, job)
+                result = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if not held.timed_out:
+                if held.ended or held.lost:
+                    return  # failed back at shutdown, or the lease was lost: we cancelled it
+                raise  # cancelled by the loop itself
+            self._timed_out(held)
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+        except NonRetryable as exc:
+            self._fail(held, _describe(exc, self.config.max_error_chars), retryable=False)
+        except Exception as exc:
+            if held.timed_out:  # e.g. the handler turned our cancellation into another error
+                self._timed_out(held)
+            else:
+                log.warning("task %s (%s) failed", job.id, job.name, exc_info=True)
+                self._fail(held, _describe(exc, self.config.max_error_chars), retryable=True)
+        else:
+            if held.timed_out:  # the handler swallowed the cancellation and returned
+                self._timed_out(held)
+            else:
+                self._complete(held, result)
+        finally:
+            if held.timer is not None:
+                held.timer.cancel()
+            if future is not None and not future.done():
+                future.add_done_callback(lambda _: self._free_slot())  # its thread still runs
+            else:
+                self._free_slot()
+
+    def _timed_out(self, held: _Held) -> None:
+        if not (held.ended or held.lost):
+            self.stats.timed_out += 1
+            self._fail(held, f"timed out after {held.job.task.timeout_seconds:g}s", retryable=True)
+
+    def _free_slot(self) -> None:
+        assert self._changed is not None
+        self._busy -= 1
+        self._changed.set()
+
+    def _complete(self, held: _Held, result: Any) -> None:
+        if held.ended or held.lost:
+            return
+        try:
+            encoded = encode_result(result)
+        except TypeError as exc:
+            error = f"result of handler is not JSON: {exc}"
+            self._fail(held, error[: self.config.max_error_chars], retryable=False)
+            return
+        held.ended, held.kind = True, "complete"
+        assert self._acks is not None
+        self._acks.complete(held.job.lease_id, encoded)
+
+    def _fail(self, held: _Held, error: str, *, retryable: bool) -> None:
+        if held.ended or held.lost:
+            return
+        held.ended = True
+        held.kind = "release" if error == SHUTDOWN_ERROR else "fail"
+        assert self._acks is not None
+        self._acks.fail(held.job.lease_id, error, retryable=retryable, retry_after_seconds=None)
+
+    def _ack_done(self, lease_id: str, outcome: AckOutcome) -> None:
+        """The ack of ``lease_id`` landed (or was given up on): let go of the lease."""
+        assert self._changed is not None
+        held = self._held.pop(lease_id, None)
+        if outcome == "failed_instead":  # the server refused the result; it failed the task
+            self.stats.failed += 1
+        elif outcome == "ok" and held is not None:
+            if held.kind == "complete":
+                self.stats.succeeded += 1
+            elif held.kind == "release":
+                self.stats.released += 1
+            else:
+                self.stats.failed += 1
+        elif outcome == "stale":
+            self.stats.stale_acks += 1
+            log.warning("ack of lease %s refused: the lease is no longer current", lease_id)
+        elif outcome == "error":
+            self.stats.ack_errors += 1
+        self._changed.set()
+
+    # -- heartbeats --------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self, client: AsyncClient) -> None:
+        """Extend every held lease each ``heartbeat_interval``; only leases held that long are
+        ever beaten, so short tasks cost no heartbeat at all."""
+        loop = self._loop
+        assert loop is not None
+        interval = self.config.heartbeat_interval
+        while True:
+            now = loop.time()
+            due = [h for h in self._held.values() if h.next_beat <= now]
+            if due:
+                await asyncio.gather(*(self._beat(client, h) for h in due))
+            now = loop.time()
+            next_at = min((h.next_beat for h in self._held.values()), default=now + interval)
+            await asyncio.sleep(max(0.0, min(next_at, now + interval) - now))
+
+    async def _beat(self, client: AsyncClient, held: _Held) -> None:
+        loop = self._loop
+        assert loop is not None and self._changed is not None
+        interval = self.config.heartbeat_interval
+        lease_id = held.job.lease_id
+        try:
+            await client.heartbeat(lease_id, self.config.lease_seconds)
+        except (ApiConflict, ApiNotFound) as exc:
+            if self._held.get(lease_id) is not held:
+                return  # acked meanwhile: nothing was lost
+            del self._held[lease_id]
+            held.lost = True
+            self.stats.lost_leases += 1
+            log.warning("task %s lost its lease (%s); dropping its work", held.job.id, exc)
+            if held.is_async and held.runner is not None:
+                held.runner.cancel()  # someone else may run it now; a thread cannot be stopped
+            self._changed.set()
+        except Exception as exc:  # an outage, or an answer we cannot read: try again soon
+            self.stats.server_errors += 1
+            held.next_beat = loop.time() + min(interval, 1.0)
+            log.warning("heartbeat of task %s failed (%s); retrying", held.job.id, exc)
+        else:
+            self.stats.heartbeats += 1
+            held.next_beat = loop.time() + interval
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    async def _shut_down(self) -> None:
+        """Grace period, then fail back what still runs, then flush every ack."""
+        loop, changed, acks = self._loop, self._changed, self._acks
+        assert loop is not None and changed is not None and acks is not None
+        deadline = loop.time() + self.config.shutdown_grace_seconds
+        while not self._hard_stop and any(not h.ended for h in self._held.values()):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            changed.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await changed.wait()
+        running = [h for h in self._held.values() if not h.ended]
+        if running:
+            log.warning("failing back %d running tasks as retryable", len(running))
+        for held in running:
+            self._fail(held, SHUTDOWN_ERROR, retryable=True)
+            if held.runner is not None:
+                held.runner.cancel()  # a sync handler's thread runs on; its result is dropped
+        await acks.close(self.config.final_flush_seconds)
+        runners = [h.runner for h in running if h.runner is not None]
+        if runners:
+            await asyncio.wait(runners, timeout=1.0)
+
+
+def _describe(exc: BaseException, limit: int) -> str:
+    """``"TypeName: message"``, cut to ``limit`` characters."""
+    text = str(exc).strip()
+    described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return described[:limit]
