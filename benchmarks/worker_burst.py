@@ -36,12 +36,12 @@ import orjson
 
 from duetime.bench.scenarios import (
     BenchConfig,
-    _create_batches,
-    _wait_succeeded,
     bench_store,
+    create_batches,
     machine,
     node,
     percentile,
+    wait_succeeded,
 )
 
 QUEUE = "burst"
@@ -117,7 +117,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
                 "payload": {"k": "v"},
                 "run_at": due.isoformat(),
             }
-            asyncio.run(_create_batches(proc.url, [body] * args.tasks))
+            asyncio.run(create_batches(proc.url, [body] * args.tasks))
             if datetime.now(UTC) >= due:
                 raise RuntimeError("creating the burst took longer than its lead time")
             time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() - 0.2))
@@ -134,7 +134,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
                 time.sleep(0.05)
             else:
                 raise RuntimeError(f"only {sum(counts)} of {args.tasks} tasks ran")
-            drained_at = _wait_succeeded(proc.url, args.tasks)
+            drained_at = wait_succeeded(proc.url, args.tasks)
             node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu_before
         finally:
             for w in workers:

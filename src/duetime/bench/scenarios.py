@@ -89,7 +89,7 @@ def node(workdir: Path, db: str, config: BenchConfig, **env: str) -> Iterator[Pr
         proc.stop(10)
 
 
-async def _create_batches(base: str, bodies: list[dict[str, Any]], concurrency: int = 4) -> None:
+async def create_batches(base: str, bodies: list[dict[str, Any]], concurrency: int = 4) -> None:
     async with aiohttp.ClientSession() as session:
         sem = asyncio.Semaphore(concurrency)
 
@@ -116,7 +116,7 @@ def burst_http(config: BenchConfig, workdir: Path) -> Figures:
                 }
                 for i in range(config.tasks)
             ]
-            asyncio.run(_create_batches(proc.url, bodies))
+            asyncio.run(create_batches(proc.url, bodies))
             if datetime.now(UTC) >= due:
                 raise RuntimeError("creating the burst took longer than its lead time")
             deadline = time.monotonic() + lead + 120
@@ -127,7 +127,7 @@ def burst_http(config: BenchConfig, workdir: Path) -> Figures:
                 time.sleep(0.05)
             else:
                 raise RuntimeError(f"only {count} of {config.tasks} delivered")
-            drained_at = _wait_succeeded(proc.url, config.tasks)
+            drained_at = wait_succeeded(proc.url, config.tasks)
         records = receiver_records(receiver.url)
     finally:
         receiver.stop(5)
@@ -145,7 +145,7 @@ def burst_http(config: BenchConfig, workdir: Path) -> Figures:
     }
 
 
-def _wait_succeeded(base: str, total: int, timeout: float = 120) -> float:
+def wait_succeeded(base: str, total: int, timeout: float = 120) -> float:
     """Wait until ``total`` tasks are succeeded in the store; returns the wall time it happened."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -243,7 +243,7 @@ def create_throughput(config: BenchConfig, workdir: Path) -> Figures:
         single_rate = asyncio.run(singles())
         bodies = [body] * config.tasks
         t0 = time.perf_counter()
-        asyncio.run(_create_batches(proc.url, bodies))
+        asyncio.run(create_batches(proc.url, bodies))
         batch_rate = config.tasks / (time.perf_counter() - t0)
     return {"single_posts_per_s": single_rate, "batch_tasks_per_s": batch_rate}
 
@@ -268,7 +268,7 @@ def immediate_http(config: BenchConfig, workdir: Path) -> Figures:
             count = min(config.tasks, 1000)
             asyncio.run(create_all(50))  # warm up connections and caches
             returned = asyncio.run(create_all(count))
-            _wait_succeeded(proc.url, count + 50)
+            wait_succeeded(proc.url, count + 50)
         records = receiver_records(receiver.url)
     finally:
         receiver.stop(5)
