@@ -64,3 +64,15 @@ STORE_ERRORS = Counter(
     ["component"],
     registry=REGISTRY,
 )
+LEASES_GRANTED = Counter(
+    "duetime_leases_granted_total",
+    "Tasks leased to pull workers through the lease API, by queue.",
+    ["queue"],
+    registry=REGISTRY,
+)
+LEASE_HEARTBEATS = Counter(
+    "duetime_lease_heartbeats_total",
+    "Lease heartbeats through the lease API, by result (ok, or stale: refused with 409).",
+    ["result"],
+    registry=REGISTRY,
+)

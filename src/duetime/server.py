@@ -103,6 +103,7 @@ class _Server(uvicorn.Server):
 async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) -> None:
     """The whole node: store, engine (unless ``settings.engine`` is False) and the API server."""
     from duetime.api.app import create_app
+    from duetime.api.leasing import end_long_polls
     from duetime.engine.engine import Engine
 
     if settings.dev_mode:
@@ -122,8 +123,13 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
         )
         server = _Server(config)
         loop = asyncio.get_running_loop()
+
+        def shut_down() -> None:
+            server.should_exit = True
+            end_long_polls(app.state)  # answer waiting lease polls now, not after wait_seconds
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+            loop.add_signal_handler(sig, shut_down)
         try:
             serving = asyncio.create_task(server.serve())
             while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn has no event

@@ -225,7 +225,8 @@ class ClaimRequest:
 
     ``target_types`` picks push deliveries (the dispatcher) or ``worker`` tasks (the lease API).
     ``lease_seconds=None`` makes each lease last the task's own ``timeout_seconds`` plus
-    ``lease_grace_seconds``. ``queue`` and ``names`` narrow the claim (``None`` = any).
+    ``lease_grace_seconds``. ``tenant_id``, ``queue`` and ``names`` narrow the claim (``None`` =
+    any): the dispatcher claims for every tenant, the lease API for the caller's tenant only.
     """
 
     worker_id: str
@@ -235,6 +236,7 @@ class ClaimRequest:
     lease_grace_seconds: float = 10.0
     queue: str | None = None
     names: Sequence[str] | None = None
+    tenant_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,3 +314,298 @@ class StatusCount:
     queue: str
     status: TaskStatus
     count: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """How a queue's tasks may be claimed. ``None`` = no limit.
+
+    ``paused``: nothing of the queue is claimed (dispatched or leased) until it is resumed.
+    ``max_concurrency``: at most this many of the queue's tasks run at once. The flow-control
+    fields (``rate_limit_per_second``, ``burst``, ``max_concurrency_per_key``) are stored for a
+    later release; the API refuses non-null values until they are enforced.
+    """
+
+    rate_limit_per_second: float | None = None
+    burst: int | None = None
+    max_concurrency: int | None = None
+    max_concurrency_per_key: int | None = None
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A tenant's configured queue. A queue needs no configuration to exist: tasks name it, and
+    an unconfigured queue behaves as ``QueueSettings()``."""
+
+    tenant_id: str
+    name: str
+    settings: QueueSettings
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """Live figures of one queue: task counts by status (statuses with none are absent) and how
+    late its most overdue ``ready`` task is (``None`` when none is ready)."""
+
+    tenant_id: str
+    name: str
+    counts: Mapping[TaskStatus, int]
+    oldest_due_lag_seconds: float | None
+
+    @property
+    def running(self) -> int:
+        return self.counts.get(TaskStatus.RUNNING, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A pull worker as the lease API has seen it: the queues it polled, when it was first and
+    last seen (lease polls and heartbeats), and how many leases it holds (its running tasks)."""
+
+    tenant_id: str
+    worker_id: str
+    queues: tuple[str, ...]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    leases: int
+
+
+# -- recurring schedules (SPEC §3 "Schedules") -----------------------------------------------
+
+
+class OverlapPolicy(enum.StrEnum):
+    """What an occurrence does while the previous one's task has not finished."""
+
+    ALLOW = "allow"
+    SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+
+
+class CatchupPolicy(enum.StrEnum):
+    """What happens to occurrences missed while no materializer ran (or while paused, when the
+    resume call asks for it)."""
+
+    NONE = "none"
+    LATEST = "latest"
+    ALL = "all"
+
+
+class TickOutcome(enum.StrEnum):
+    """What became of one nominal instant of a schedule (its tick ledger row)."""
+
+    FIRED = "fired"
+    SKIPPED_OVERLAP = "skipped_overlap"
+    SKIPPED_PAUSED = "skipped_paused"
+    MISSED = "missed"
+    CAUGHT_UP = "caught_up"
+    BACKFILLED = "backfilled"
+    DST_SHIFTED = "dst_shifted"
+    DST_SKIPPED = "dst_skipped"
+    TRIGGERED = "triggered"
+
+
+TASK_TICK_OUTCOMES = frozenset(
+    {
+        TickOutcome.FIRED,
+        TickOutcome.CAUGHT_UP,
+        TickOutcome.BACKFILLED,
+        TickOutcome.DST_SHIFTED,
+        TickOutcome.TRIGGERED,
+    }
+)
+"""Outcomes whose tick made a task (the others record an instant that made none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleConfig:
+    """Everything a user sets on a schedule: the timing, the policies and the task template.
+
+    Exactly one of ``cron``, ``every`` or ``rrule`` is set. ``task`` is the validated template
+    (``name``, ``queue``, ``target``, ``payload`` as a JSON value, ``priority``, ``retry`` as a
+    JSON object, ``timeout_seconds``, ``labels``, ``concurrency_key``).
+    """
+
+    cron: str | None = None
+    every: str | None = None
+    rrule: str | None = None
+    timezone: str = "UTC"
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    jitter_seconds: int = 0
+    dst_nonexistent: str = "run_after_gap"
+    dst_ambiguous: str = "first"
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    catchup: CatchupPolicy = CatchupPolicy.LATEST
+    catchup_window_seconds: int = 86_400
+    catchup_max_runs: int = 100
+    task: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A recurring schedule as the store holds it.
+
+    ``materialized_until`` is the durable horizon cursor: every occurrence at or before it has
+    been handled (made into a task or recorded in the tick ledger). ``next_run_at`` is the
+    materializer's index key: no unhandled occurrence comes before it (None: the schedule has
+    ended). ``anchor_at`` is what an ``every`` (or an ``rrule`` without ``start_at``) counts
+    from: the creation time, to the second. ``buffered_at`` is the nominal instant of an
+    occurrence waiting for the previous run to end (``overlap = buffer_one``);
+    ``last_task_id`` is the task of the latest occurrence the materializer made (overlap checks).
+    ``resumed_at``: occurrences in ``(materialized_until, resumed_at]`` fell in a pause and are
+    handled by ``resume_catchup`` (None = none) when the materializer next runs.
+    """
+
+    id: str
+    tenant_id: str
+    config: ScheduleConfig
+    anchor_at: datetime
+    paused: bool
+    pause_note: str | None
+    paused_at: datetime | None
+    resumed_at: datetime | None
+    resume_catchup: CatchupPolicy | None
+    next_run_at: datetime | None
+    materialized_until: datetime
+    buffered_at: datetime | None
+    last_task_id: str | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NewSchedule:
+    """What the API asks a store to create. ``materialized_until`` is the instant the schedule
+    starts counting from (the store's now when the request was validated); nothing at or before
+    it is made. ``actor`` (the API key id) is written in the first revision, whose ``after`` is
+    ``revision``."""
+
+    tenant_id: str
+    config: ScheduleConfig
+    anchor_at: datetime
+    materialized_until: datetime
+    actor: str | None = None
+    revision: Mapping[str, Any] = field(default_factory=dict)
+    next_run_at: datetime | None = None
+    """The first occurrence after ``materialized_until`` when the caller computed it; None
+    stores the cursor instead (the next materializer round computes the real one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleChange:
+    """One user change to a schedule, applied only while its ``version`` is ``expected_version``.
+
+    ``config`` replaces the settings; ``paused``/``pause_note`` pause or resume. ``rewind_to``
+    forgets occurrences not yet started after that instant (their unstarted tasks and ledger
+    rows are deleted, the cursor moves back to it) so the materializer makes them again under
+    the new settings. ``resume_at`` marks ``(cursor, resume_at]`` as paused time, handled with
+    ``resume_catchup``. ``action`` (``update``, ``pause``, ``resume``), ``actor``, ``before``
+    and ``after`` make the revision row.
+    """
+
+    expected_version: int
+    action: str
+    actor: str | None
+    before: Mapping[str, Any]
+    after: Mapping[str, Any]
+    config: ScheduleConfig | None = None
+    paused: bool | None = None
+    pause_note: str | None = None
+    rewind_to: datetime | None = None
+    resume_at: datetime | None = None
+    resume_catchup: CatchupPolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleFilter:
+    """Schedule list filters; ``queue``/``name`` match the task template. ``cursor`` is the id of
+    the last schedule of the previous page (newest first)."""
+
+    tenant_id: str
+    paused: bool | None = None
+    queue: str | None = None
+    name: str | None = None
+    limit: int = 100
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDue:
+    """A schedule the materializer must look at, with the status of its ``last_task_id``.
+    ``waiting``: it is here only for its buffered occurrence (no occurrence is due)."""
+
+    schedule: Schedule
+    last_task_status: TaskStatus | None
+    waiting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NewTick:
+    """A tick ledger row to write. ``with_task``: link the task whose ``scheduled_for`` is
+    ``nominal`` (made in the same call, or there already)."""
+
+    nominal: datetime
+    outcome: TickOutcome
+    detail: str | None = None
+    with_task: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleAdvance:
+    """One schedule's share of a materializer round, applied all or nothing and only while the
+    schedule still has ``expected_version``, ``expected_cursor`` and ``expected_buffered_at`` and
+    is neither paused nor deleted (else nothing of it is written)."""
+
+    schedule_id: str
+    expected_version: int
+    expected_cursor: datetime
+    expected_buffered_at: datetime | None
+    materialized_until: datetime
+    next_run_at: datetime | None
+    buffered_at: datetime | None
+    tasks: Sequence[NewTask] = ()
+    ticks: Sequence[NewTick] = ()
+    last_task_for: datetime | None = None
+    """The nominal instant whose task becomes ``last_task_id`` (None: unchanged)."""
+    clear_resume: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """One tick ledger row: a nominal instant of a schedule and what became of it."""
+
+    schedule_id: str
+    nominal: datetime
+    outcome: TickOutcome
+    task_id: str | None
+    detail: str | None
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TickFilter:
+    """Ledger listing, newest nominal first; ``cursor`` is ``(nominal, outcome)`` of the last row
+    of the previous page."""
+
+    tenant_id: str
+    schedule_id: str
+    outcomes: Sequence[TickOutcome] = ()
+    limit: int = 100
+    cursor: tuple[datetime, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRevision:
+    """One change to a schedule: when, by whom (API key id), and the fields before and after."""
+
+    id: int
+    schedule_id: str
+    at: datetime
+    actor: str | None
+    action: str
+    before: Mapping[str, Any]
+    after: Mapping[str, Any]

@@ -138,6 +138,7 @@ async def test_exceptions_map_to_retryable_and_non_retryable_failures() -> None:
         "error": "NonRetryable: never again",
         "retryable": False,
         "retry_after_seconds": None,
+        "timed_out": False,
     }
     assert api.outcomes[sync_boom][1]["error"] == "KeyError: 'k'"
     assert api.outcomes[sync_boom][1]["retryable"] is True
@@ -204,6 +205,7 @@ async def test_async_handler_timeout_fails_retryable() -> None:
     assert cancelled.is_set() and stats.timed_out == 1 and stats.failed == 1
     assert api.outcomes[task][1]["error"] == "timed out after 0.05s"
     assert api.outcomes[task][1]["retryable"] is True
+    assert api.outcomes[task][1]["timed_out"] is True
 
 
 async def test_handler_raising_its_own_timeout_error_is_an_ordinary_failure() -> None:

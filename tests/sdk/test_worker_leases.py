@@ -118,7 +118,12 @@ async def test_complete_and_fail_one_lease() -> None:
         assert rec.body == {"result": None}
         await client.fail_lease("L2", "boom", retryable=False, retry_after_seconds=None)
     assert rec.requests[-1].url.path == "/v1/leases/L2/fail"
-    assert rec.body == {"error": "boom", "retryable": False, "retry_after_seconds": None}
+    assert rec.body == {
+        "error": "boom",
+        "retryable": False,
+        "retry_after_seconds": None,
+        "timed_out": False,
+    }
 
 
 async def test_batch_acks_send_items_and_read_statuses() -> None:
@@ -148,6 +153,7 @@ async def test_batch_acks_send_items_and_read_statuses() -> None:
             "error": "y",
             "retryable": True,
             "retry_after_seconds": None,
+            "timed_out": False,
         }
         count = len(rec.requests)
         assert await client.complete_leases([]) == []

@@ -455,18 +455,22 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
             expected = {
                 "task_claim_push": (
                     "tasks_ready_push_idx",
-                    "NULL, '{http}', NULL, NULL, 10, NULL, 10, 'w'",
+                    "NULL, '{http}', NULL, NULL, 10, NULL, 10, 'w', NULL",
                 ),
                 "task_claim_worker": (
                     "tasks_ready_worker_idx",
-                    "NULL, '{worker}', 'q', NULL, 10, NULL, 10, 'w'",
+                    "NULL, '{worker}', 'q', NULL, 10, NULL, 10, 'w', 't'",
                 ),
                 "task_promote_due": ("tasks_due_idx", "NULL, 10"),
                 "task_expired_leases": ("tasks_lease_expiry_idx", "NULL, 10"),
             }
             types = {
-                "task_claim_push": "timestamptz, text[], text, text[], int, float8, float8, text",
-                "task_claim_worker": "timestamptz, text[], text, text[], int, float8, float8, text",
+                "task_claim_push": (
+                    "timestamptz, text[], text, text[], int, float8, float8, text, text"
+                ),
+                "task_claim_worker": (
+                    "timestamptz, text[], text, text[], int, float8, float8, text, text"
+                ),
                 "task_promote_due": "timestamptz, int",
                 "task_expired_leases": "timestamptz, int",
             }

@@ -21,7 +21,23 @@ from duetime import __version__
 from duetime.api import problems
 from duetime.api.convert import TaskBuilder
 from duetime.api.deps import Authenticator, Services
-from duetime.api.routes import admin, ops, tasks, tenant
+from duetime.api.queue_schemas import (
+    CompleteBatchIn,
+    CompleteIn,
+    FailBatchIn,
+    FailIn,
+    HeartbeatIn,
+    LeaseIn,
+    QueuePutIn,
+)
+from duetime.api.routes import admin, leases, ops, queues, schedules, tasks, tenant
+from duetime.api.schedule_schemas import (
+    BackfillIn,
+    PauseIn,
+    ResumeIn,
+    ScheduleCreate,
+    SchedulePatchIn,
+)
 from duetime.api.schemas import (
     ProblemOut,
     RotateIn,
@@ -33,7 +49,15 @@ from duetime.api.schemas import (
 from duetime.config import Settings
 from duetime.store.protocols import Store
 
-ROUTERS: Sequence[APIRouter] = (tasks.router, tenant.router, admin.router, ops.router)
+ROUTERS: Sequence[APIRouter] = (
+    tasks.router,
+    schedules.router,
+    queues.router,
+    leases.router,
+    tenant.router,
+    admin.router,
+    ops.router,
+)
 """Every router the app serves, in order."""
 
 BATCH_BODY_LIMIT_BYTES = 64 * 1024 * 1024
@@ -46,6 +70,18 @@ DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     TaskPatchIn,
     RotateIn,
     TenantCreateIn,
+    QueuePutIn,
+    LeaseIn,
+    HeartbeatIn,
+    CompleteIn,
+    FailIn,
+    CompleteBatchIn,
+    FailBatchIn,
+    ScheduleCreate,
+    SchedulePatchIn,
+    PauseIn,
+    ResumeIn,
+    BackfillIn,
 )
 """Models the OpenAPI document must carry although no route declares them as a parameter."""
 

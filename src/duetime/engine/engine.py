@@ -3,7 +3,8 @@
 ::
 
     Leader ──(is_leader)──▶ Promoter   scheduled/retrying ──▶ ready      (leader only)
-                      └──▶ Reaper     expired leases ──▶ retrying/failed (leader only)
+                      ├──▶ Reaper     expired leases ──▶ retrying/failed (leader only)
+                      └──▶ Materializer  schedule occurrences ──▶ tasks   (leader only)
     Dispatcher  ready push tasks ──▶ Deliverers ──▶ Completer ──▶ store (every node)
 """
 
@@ -18,6 +19,7 @@ from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.engine.dispatcher import Dispatcher
 from duetime.engine.leader import Leader
+from duetime.engine.materializer import Materializer, MaterializerConfig
 from duetime.engine.promoter import Promoter
 from duetime.engine.reaper import Reaper
 from duetime.engine.service import Service
@@ -53,6 +55,13 @@ class Engine:
         self.reaper = Reaper(
             store, self.leader, self.clock, batch=1000, interval=settings.poll_interval_seconds
         )
+        # Schedules: occurrences become tasks ahead of time (see engine/materializer.py).
+        self.materializer = Materializer(
+            store,
+            self.leader,
+            self.clock,
+            MaterializerConfig(interval=min(1.0, settings.poll_interval_seconds)),
+        )
         self.dispatcher = Dispatcher(
             store,
             self.deliverers,
@@ -67,7 +76,7 @@ class Engine:
 
     @property
     def services(self) -> tuple[Service, ...]:
-        return (self.leader, self.promoter, self.reaper, self.dispatcher)
+        return (self.leader, self.promoter, self.reaper, self.materializer, self.dispatcher)
 
     async def start(self) -> None:
         await self.dispatcher.start()

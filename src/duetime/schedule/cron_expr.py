@@ -20,6 +20,7 @@ starts with ``*``; otherwise it keeps a real-time rhythm (see :mod:`duetime.sche
 from __future__ import annotations
 
 import calendar
+import functools
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -101,7 +102,7 @@ class CronExpr:
 
         Stops after :data:`HORIZON_YEARS` without a match, or at the end of year 9999.
         """
-        times = [time(h, m) for h in self.hours for m in self.minutes]
+        times = _day_times(self.hours, self.minutes)
         day = start.date()
         first = bisect_left(times, start.time())
         last_match_year = day.year
@@ -129,6 +130,13 @@ class CronExpr:
                     if self.matches_date(date(year, month, dom)):
                         return True
         return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _day_times(hours: tuple[int, ...], minutes: tuple[int, ...]) -> tuple[time, ...]:
+    # Built once per (hours, minutes): "* * * * *" has 1,440 of them, and the materializer asks
+    # for the next fire times of thousands of schedules per round.
+    return tuple(time(h, m) for h in hours for m in minutes)
 
 
 def _next_month(day: date) -> date | None:

@@ -91,14 +91,21 @@ class AckBatcher:
         self._add("complete", {"lease_id": lease_id, "result": result})
 
     def fail(
-        self, lease_id: str, error: str, *, retryable: bool, retry_after_seconds: float | None
+        self,
+        lease_id: str,
+        error: str,
+        *,
+        retryable: bool,
+        retry_after_seconds: float | None,
+        timed_out: bool = False,
     ) -> None:
-        """Queue a failure."""
+        """Queue a failure (``timed_out``: the handler ran out of the task's timeout)."""
         item = {
             "lease_id": lease_id,
             "error": error,
             "retryable": retryable,
             "retry_after_seconds": retry_after_seconds,
+            "timed_out": timed_out,
         }
         self._add("fail", item)
 

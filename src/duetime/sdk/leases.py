@@ -169,16 +169,19 @@ class LeaseCalls(_Api):
         *,
         retryable: bool = True,
         retry_after_seconds: float | None = None,
+        timed_out: bool = False,
     ) -> AckResult:
         """End the attempt under ``lease_id`` as failed with ``error`` (the server keeps up to
         4096 characters). ``retryable=False`` fails the task for good; otherwise it is retried
-        per its policy, not sooner than ``retry_after_seconds`` when given. Returns the outcome
-        with the task's new status. Raises ``ApiStaleLease`` (409)."""
+        per its policy, not sooner than ``retry_after_seconds`` when given; ``timed_out`` records
+        the attempt as ``timed_out``. Returns the outcome with the task's new status. Raises
+        ``ApiStaleLease`` (409)."""
         body = LeaseFailure(
             lease_id=lease_id,
             error=error,
             retryable=retryable,
             retry_after_seconds=retry_after_seconds,
+            timed_out=timed_out,
         ).to_json()
         del body["lease_id"]
         path = f"/v1/leases/{_segment(lease_id)}/fail"

@@ -269,13 +269,16 @@ class LeaseFailure(_Request):
     """One item of :meth:`AsyncClient.fail_leases`: the attempt under ``lease_id`` failed.
 
     ``retryable=False`` ends the task ``failed`` at once; otherwise it is retried per its retry
-    policy, after ``retry_after_seconds`` when given (instead of the policy's backoff).
+    policy, not sooner than ``retry_after_seconds`` when given (the longer of that and the
+    policy's backoff, as for webhooks' ``Retry-After``). ``timed_out=True`` records the attempt's
+    outcome as ``timed_out`` rather than ``failed``.
     """
 
     lease_id: str
     error: str
     retryable: bool = True
     retry_after_seconds: float | None = None
+    timed_out: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -283,6 +286,7 @@ class LeaseFailure(_Request):
             "error": self.error,
             "retryable": self.retryable,
             "retry_after_seconds": self.retry_after_seconds,
+            "timed_out": self.timed_out,
         }
 
 

@@ -583,7 +583,12 @@ class Worker:
     def _timed_out(self, held: _Held) -> None:
         if not (held.ended or held.lost):
             self.stats.timed_out += 1
-            self._fail(held, f"timed out after {held.job.task.timeout_seconds:g}s", retryable=True)
+            self._fail(
+                held,
+                f"timed out after {held.job.task.timeout_seconds:g}s",
+                retryable=True,
+                timed_out=True,
+            )
 
     def _free_slot(self) -> None:
         assert self._changed is not None
@@ -603,13 +608,19 @@ class Worker:
         assert self._acks is not None
         self._acks.complete(held.job.lease_id, encoded)
 
-    def _fail(self, held: _Held, error: str, *, retryable: bool) -> None:
+    def _fail(self, held: _Held, error: str, *, retryable: bool, timed_out: bool = False) -> None:
         if held.ended or held.lost:
             return
         held.ended = True
         held.kind = "release" if error == SHUTDOWN_ERROR else "fail"
         assert self._acks is not None
-        self._acks.fail(held.job.lease_id, error, retryable=retryable, retry_after_seconds=None)
+        self._acks.fail(
+            held.job.lease_id,
+            error,
+            retryable=retryable,
+            retry_after_seconds=None,
+            timed_out=timed_out,
+        )
 
     def _ack_done(self, lease_id: str, outcome: AckOutcome) -> None:
         """The ack of ``lease_id`` landed (or was given up on): let go of the lease."""

@@ -60,9 +60,17 @@ class Signal(Protocol):
     every waiter also polls.
     """
 
+    generation: int
+    """Counts the times the signal fired on this node (notified here or by another node)."""
+
     def notify(self) -> None: ...
 
     async def wait(self, timeout: float) -> bool: ...
+
+    async def wait_after(self, generation: int, timeout: float) -> bool:
+        """True once :attr:`generation` differs from ``generation`` (read before checking for
+        work), False after ``timeout``. For any number of waiters: unlike :meth:`wait` it
+        consumes nothing, so it never takes a wake-up from another component."""
 
 
 class Store(Protocol):
@@ -254,10 +262,11 @@ class Store(Protocol):
     # -- recurring schedules (SPEC §3 "Schedules") ---------------------------------------------
 
     async def schedule_create(self, new: NewSchedule) -> Schedule:
-        """Create a schedule (version 1, not paused) whose cursor ``materialized_until`` and
-        ``next_run_at`` are ``new.materialized_until`` (the next materializer round computes the
-        real next run), and its first revision (action ``create``, ``before`` empty, ``after`` =
-        ``new.revision``, ``actor`` = ``new.actor``)."""
+        """Create a schedule (version 1, not paused) whose cursor ``materialized_until`` is
+        ``new.materialized_until`` and whose ``next_run_at`` is ``new.next_run_at`` (or the
+        cursor when None: the next materializer round computes the real one), and its first
+        revision (action ``create``, ``before`` empty, ``after`` = ``new.revision``, ``actor`` =
+        ``new.actor``), in one transaction."""
 
     async def schedule_get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
         """The tenant's schedule, or None (also when deleted or another tenant's)."""
@@ -304,11 +313,12 @@ class Store(Protocol):
         Works on paused schedules. ``NotFound`` (missing, deleted, another tenant's)."""
 
     async def schedule_due(self, now: datetime, horizon: datetime, limit: int) -> list[ScheduleDue]:
-        """Up to ``limit`` schedules a materializer round must look at, earliest ``next_run_at``
-        first, each with the status of its ``last_task_id`` task: those neither paused nor
-        deleted with ``overlap = allow`` and ``next_run_at <= horizon``, with another overlap and
-        ``next_run_at <= now``, or with a ``buffered_at``. Reads only such schedules (partial
-        indexes): the cost grows with the occurrences due, not with the schedules stored."""
+        """Up to ``limit`` schedules a materializer round must look at, each with the status of
+        its ``last_task_id`` task: those neither paused nor deleted with ``overlap = allow`` and
+        ``next_run_at <= horizon`` or with another overlap and ``next_run_at <= now`` (earliest
+        ``next_run_at`` first), then those with a ``buffered_at`` and nothing due
+        (``waiting=True``, smallest ``materialized_until`` first). Reads only such schedules (partial indexes): the
+        cost grows with the occurrences due, not with the schedules stored."""
 
     async def schedule_advance(self, advances: Sequence[ScheduleAdvance]) -> list[bool]:
         """Apply materializer plans in one transaction; per item True when applied.

@@ -34,10 +34,11 @@ from duetime.ids import is_uuid, new_id
 from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.errors import describe_server, is_unavailable
+from duetime.store.postgres.queues import QueueOps
+from duetime.store.postgres.schedules import ScheduleOps
 from duetime.store.postgres.signals import DUE_CHANNEL, READY_CHANNEL, Listener, PgSignal
 from duetime.store.postgres.sql import QUERIES as Q
 from duetime.store.postgres.sql import migrations
-from duetime.store.postgres.tasks import TaskOps
 from duetime.types import (
     ApiKey,
     Attempt,
@@ -67,7 +68,7 @@ _SERVER_SETTINGS = {
 }
 
 
-class PostgresStore(TaskOps):
+class PostgresStore(QueueOps, ScheduleOps):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
     ``url`` is a ``postgresql://`` URL. ``clock`` pins the store's time for tests (its

@@ -421,10 +421,23 @@ UPDATE tasks t SET
 WHERE t.id IN (SELECT id FROM doomed) AND t.status = 'blocked';
 
 -- name: task_heartbeat
--- Only a live lease can be extended: once expired it belongs to the reaper.
+-- Only a live lease can be extended: once expired it belongs to the reaper. Each lease is found
+-- by one probe of tasks_lease_id_idx and its task then by primary key: a plain
+-- "lease_id = ANY($2)" may, under statistics taken when nothing ran, walk every running task.
+WITH held AS MATERIALIZED (
+    SELECT x.id, l.id AS lease_id
+    FROM unnest($2::uuid[]) AS l (id)
+    CROSS JOIN LATERAL (
+        SELECT id FROM tasks WHERE lease_id = l.id AND status = 'running'
+        ORDER BY lease_id LIMIT 1
+    ) AS x
+)
 UPDATE tasks t SET
     lease_expires_at = coalesce($1::timestamptz, now()) + make_interval(secs => $3)
-WHERE t.lease_id = ANY($2::uuid[]) AND t.status = 'running'
+FROM held
+-- No status filter here on purpose (tasks_lease_is_running makes the lease match mean
+-- "running"): with one, the planner may walk the partial lease index instead of the key.
+WHERE t.id = held.id AND t.lease_id = held.lease_id
   AND t.lease_expires_at > coalesce($1::timestamptz, now())
 RETURNING t.lease_id, t.lease_expires_at;
 

@@ -51,6 +51,8 @@ class PgSignal:
         self._event = asyncio.Event()
         self._send_pending = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self.generation = 0
+        self._changed = asyncio.Event()
 
     def notify(self) -> None:
         self.wake()
@@ -68,6 +70,20 @@ class PgSignal:
     def wake(self) -> None:
         """Wake this node's waiters only (the listener calls it for other nodes' notifies)."""
         self._event.set()
+        self.generation += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def wait_after(self, generation: int, timeout: float) -> bool:  # noqa: ASYNC109
+        """True once :attr:`generation` differs from ``generation`` (False after ``timeout``);
+        consumes nothing, so it never takes a wake-up from :meth:`wait`'s waiter."""
+        if self.generation != generation:
+            return True
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            return self.generation != generation
+        return True
 
     async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 (the Signal protocol)
         if not self._event.is_set():

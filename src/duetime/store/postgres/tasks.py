@@ -250,7 +250,11 @@ class TaskOps:
             return []
         types = sorted(t.value for t in request.target_types)
         # Separate statements so each can use its own partial index even under a generic plan.
-        if request.target_types == {TargetType.WORKER} and request.queue is not None:
+        if (
+            request.target_types == {TargetType.WORKER}
+            and request.queue is not None
+            and request.tenant_id is not None
+        ):
             query = Q["task_claim_worker"]
         elif TargetType.WORKER not in request.target_types:
             query = Q["task_claim_push"]
@@ -269,6 +273,7 @@ class TaskOps:
                 lease_seconds,
                 float(request.lease_grace_seconds),
                 request.worker_id,
+                request.tenant_id,
             )
         leases = [rows.lease_from_row(r) for r in found]
         # RETURNING has no order; hand out the most urgent first.

@@ -25,9 +25,10 @@ from typing import TypeVar
 
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreUnavailable
-from duetime.store.sqlite import leadership, migrations, tasks_api, tasks_engine, tenancy
+from duetime.store.sqlite import leadership, migrations, queues, tasks_api, tasks_engine, tenancy
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
+from duetime.store.sqlite.schedules import ScheduleMethods
 from duetime.store.sqlite.signals import LocalSignal, Wakeups
 from duetime.types import (
     ApiKey,
@@ -72,7 +73,7 @@ _BUSY_TIMEOUT_SECONDS = 10.0
 _INTEGRITY_RETRIES = 2
 
 
-class SqliteStore:
+class SqliteStore(queues.QueueOps, ScheduleMethods):
     """:class:`~duetime.store.protocols.Store` on one SQLite file.
 
     ``path`` is the database file; its directory is created on :meth:`open`. ``synchronous`` is
@@ -338,7 +339,7 @@ class SqliteStore:
         return await self._read(tasks_engine.task_next_due_at)
 
     async def task_claim(self, request: ClaimRequest) -> list[Lease]:
-        return await self._write(lambda conn, now: tasks_engine.task_claim(conn, now, request))
+        return await self._write(lambda conn, now: queues.task_claim(conn, now, request))
 
     async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
         if not completions:

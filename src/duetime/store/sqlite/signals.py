@@ -23,12 +23,15 @@ class LocalSignal:
         self._pending = False
         self._waiters: set[asyncio.Future[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.generation = 0
+        self._changed: asyncio.Future[None] | None = None
 
     def notify(self) -> None:
         """Wake the waiters (or remember the notification for the next wait)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             self._pending = True
+            self.generation += 1
             return
         try:
             running = asyncio.get_running_loop()
@@ -44,6 +47,10 @@ class LocalSignal:
                 loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
+        self.generation += 1
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
         if not self._waiters:
             self._pending = True
             return
@@ -70,6 +77,24 @@ class LocalSignal:
             return False
         finally:
             self._waiters.discard(waiter)
+        return True
+
+    async def wait_after(self, generation: int, timeout: float) -> bool:  # noqa: ASYNC109
+        """True once :attr:`generation` differs from ``generation`` (False after ``timeout``);
+        consumes nothing, so it never takes a wake-up from :meth:`wait`'s waiter."""
+        if self.generation != generation:
+            return True
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        if self._changed is None or self._changed.get_loop() is not loop:
+            self._changed = loop.create_future()
+        # Shared by every caller: shielded so one caller's timeout does not cancel the others'.
+        changed = self._changed
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                await asyncio.shield(changed)
+        except TimeoutError:
+            return self.generation != generation
         return True
 
 

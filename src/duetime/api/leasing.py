@@ -1,0 +1,319 @@
+"""The lease API's machinery, kept out of the thin routes: long polls, worker sightings, and
+ending attempts under leases (SPEC §3 "Queues and pull workers").
+
+Long poll: a lease call claims at once; with nothing to claim it sleeps until the store's
+``ready_signal`` fires (LISTEN/NOTIFY across PostgreSQL nodes, in-process on SQLite) and claims
+again, until ``wait_seconds`` run out. It reads the signal's generation before each claim, so a
+task made ready between the claim and the wait wakes it at once instead of being slept through.
+Polls also re-claim every :data:`POLL_SLICE_SECONDS` (a lost signal, or a slot freed in a
+limited queue by the reaper).
+
+Acks: one store round trip finds the leases (the caller's tenant only, so another tenant's lease
+id is simply stale), one ends them all; the attempt's retry delay comes from
+:func:`duetime.retry.next_retry_delay`, as for pushed deliveries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+
+from duetime import metrics
+from duetime.clock import utcnow
+from duetime.retry import next_retry_delay
+from duetime.store.protocols import Signal, Store
+from duetime.types import AttemptOutcome, ClaimRequest, Completion, Lease, TargetType, TaskStatus
+
+POLL_SLICE_SECONDS = 1.0
+"""A waiting poll claims again at least this often, signal or not."""
+
+SIGHTING_INTERVAL_SECONDS = 1.0
+"""A worker's ``last_seen_at`` is written at most this often per (worker, queue) per node."""
+
+LIMIT_CACHE_SECONDS = 1.0
+"""How long a node trusts what it read about a queue having a ``max_concurrency``."""
+
+_CACHE_MAX_ENTRIES = 10_000
+_WORKER_TYPES = frozenset({TargetType.WORKER})
+
+
+class ReadyWatch:
+    """The long polls' view of the store's ``ready_signal``: they read :attr:`generation` before
+    claiming and, with nothing claimed, wait for it to move (``Signal.wait_after`` consumes
+    nothing, so polls never take a wake-up from the dispatcher, nor it from them)."""
+
+    def __init__(self, signal: Signal) -> None:
+        self._signal = signal
+        self._closed = asyncio.Event()
+
+    @property
+    def generation(self) -> int:
+        return self._signal.generation
+
+    @property
+    def closing(self) -> bool:
+        return self._closed.is_set()
+
+    async def wait(self, seen: int, timeout: float) -> None:  # noqa: ASYNC109
+        """Return when the signal fired since ``seen`` was read, after ``timeout``, or on close."""
+        if self.closing or timeout <= 0:
+            return
+        fired = asyncio.ensure_future(self._signal.wait_after(seen, timeout))
+        closed = asyncio.ensure_future(self._closed.wait())
+        try:
+            await asyncio.wait({fired, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            fired.cancel()
+            closed.cancel()
+
+    def close(self) -> None:
+        """End every waiting poll now (they answer with what they have); for server shutdown."""
+        self._closed.set()
+
+
+class _TtlSet:
+    """Keys remembered for ``ttl`` seconds with a value; bounded (cleared when full)."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._entries: dict[tuple[str, ...], tuple[float, bool]] = {}
+
+    def get(self, key: tuple[str, ...]) -> bool | None:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] <= time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, key: tuple[str, ...], value: bool) -> None:
+        if len(self._entries) >= _CACHE_MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[key] = (time.monotonic() + self.ttl, value)
+
+    def drop(self, key: tuple[str, ...]) -> None:
+        self._entries.pop(key, None)
+
+
+class LeaseHub:
+    """What the lease routes of one app share (``app.state.lease_hub``, see :func:`hub`)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.watch = ReadyWatch(store.ready_signal)
+        self._sightings = _TtlSet(SIGHTING_INTERVAL_SECONDS)
+        self._limited = _TtlSet(LIMIT_CACHE_SECONDS)
+
+    # -- workers -------------------------------------------------------------------------------
+
+    async def seen(self, tenant_id: str, worker_id: str | None, queue: str) -> None:
+        """Record a worker's call (a write at most once a second per worker and queue)."""
+        if worker_id is None:
+            return
+        key = (tenant_id, worker_id, queue)
+        if self._sightings.get(key) is None:
+            self._sightings.put(key, True)
+            await self.store.worker_seen(tenant_id, worker_id, [queue])
+
+    # -- leasing -------------------------------------------------------------------------------
+
+    async def lease(
+        self,
+        request: Request,
+        tenant_id: str,
+        queue: str,
+        *,
+        worker_id: str,
+        max_tasks: int,
+        lease_seconds: float,
+        wait_seconds: float,
+        names: Sequence[str] | None,
+    ) -> list[Lease]:
+        """Claim up to ``max_tasks``; with none ready, wait for one up to ``wait_seconds``."""
+        claim = ClaimRequest(
+            worker_id=worker_id,
+            limit=max_tasks,
+            target_types=_WORKER_TYPES,
+            lease_seconds=lease_seconds,
+            queue=queue,
+            names=names,
+            tenant_id=tenant_id,
+        )
+        await self.seen(tenant_id, worker_id, queue)
+        watch = self.watch
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            seen = watch.generation
+            leases = await self.store.task_claim(claim)
+            left = deadline - time.monotonic()
+            if leases or left <= 0 or watch.closing:
+                break
+            await watch.wait(seen, min(left, POLL_SLICE_SECONDS))
+            if await request.is_disconnected():
+                break  # nobody to hand leases to: leave the tasks for the next poll
+        if leases:
+            metrics.LEASES_GRANTED.labels(queue).inc(len(leases))
+            lag = metrics.DUE_LAG.labels(queue)
+            for lease in leases:
+                task = lease.task
+                if task.started_at is not None:
+                    lag.observe(max(0.0, (task.started_at - task.due_at).total_seconds()))
+        return leases
+
+    async def heartbeat(
+        self, tenant_id: str, lease_id: str, extend_seconds: float
+    ) -> tuple[Lease, datetime] | None:
+        """Extend the caller's lease; None when it is not current (or not the caller's)."""
+        found = await self.store.task_leases_get([lease_id], tenant_id=tenant_id)
+        lease = found.get(lease_id)
+        extended = None
+        if lease is not None:
+            extended = (await self.store.task_heartbeat([lease_id], extend_seconds)).get(lease_id)
+        if lease is None or extended is None:
+            metrics.LEASE_HEARTBEATS.labels("stale").inc()
+            return None
+        metrics.LEASE_HEARTBEATS.labels("ok").inc()
+        await self.seen(tenant_id, lease.task.worker_id, lease.task.queue)
+        return lease, extended
+
+    # -- acks ----------------------------------------------------------------------------------
+
+    async def ack(self, tenant_id: str, items: Sequence[Ack]) -> list[AckResult]:
+        """End the attempts under the items' leases, fenced; results in input order."""
+        leases = await self.store.task_leases_get([i.lease_id for i in items], tenant_id=tenant_id)
+        now = utcnow()
+        completions: list[Completion] = []
+        for item in items:
+            lease = leases.get(item.lease_id)
+            if lease is not None:
+                completions.append(item.completion(lease, now))
+        results = await self.store.task_complete_many(completions) if completions else []
+        ended = iter(results)
+        out: list[AckResult] = []
+        freed: set[tuple[str, str]] = set()
+        for item in items:
+            lease = leases.get(item.lease_id)
+            result = None if lease is None else next(ended)
+            if lease is None or result is None or not result.accepted:
+                out.append(AckResult(item.lease_id, None if lease is None else lease.task.id))
+                continue
+            task = lease.task
+            metrics.ATTEMPTS.labels(task.queue, item.outcome.value).inc()
+            freed.add((task.tenant_id, task.queue))
+            out.append(AckResult(item.lease_id, task.id, result.status))
+        stale = sum(1 for r in out if r.task_status is None)
+        if stale:
+            metrics.STALE_COMPLETIONS.labels("lease_api").inc(stale)
+        if freed and await self._any_limited(freed):
+            # A slot of a limited queue opened: polls waiting on it may claim now.
+            self.store.ready_signal.notify()
+        return out
+
+    async def _any_limited(self, queues: set[tuple[str, str]]) -> bool:
+        for tenant_id, name in queues:
+            limited = self._limited.get((tenant_id, name))
+            if limited is None:
+                queue = await self.store.queue_get(tenant_id, name)
+                limited = queue is not None and queue.settings.max_concurrency is not None
+                self._limited.put((tenant_id, name), limited)
+            if limited:
+                return True
+        return False
+
+    def forget_queue(self, tenant_id: str, name: str) -> None:
+        """The queue's settings changed through this node."""
+        self._limited.drop((tenant_id, name))
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """One complete (``ok``) or fail under ``lease_id``."""
+
+    lease_id: str
+    ok: bool
+    result_json: str | None = None
+    error: str | None = None
+    retryable: bool = True
+    retry_after_seconds: float | None = None
+    timed_out: bool = False
+
+    @property
+    def outcome(self) -> AttemptOutcome:
+        if self.ok:
+            return AttemptOutcome.SUCCEEDED
+        return AttemptOutcome.TIMED_OUT if self.timed_out else AttemptOutcome.FAILED
+
+    def completion(self, lease: Lease, now: datetime) -> Completion:
+        """The store's :class:`Completion` for this ack. The attempt's duration is measured from
+        its start (the store's clock) to ``now`` (this node's), never below zero."""
+        task = lease.task
+        started = task.started_at or now
+        duration_ms = max(0.0, (now - started).total_seconds() * 1000)
+        if self.ok:
+            return Completion(
+                task_id=task.id,
+                lease_id=lease.lease_id,
+                outcome=AttemptOutcome.SUCCEEDED,
+                started_at=started,
+                duration_ms=duration_ms,
+                result_json=self.result_json,
+                worker=task.worker_id,
+            )
+        return Completion(
+            task_id=task.id,
+            lease_id=lease.lease_id,
+            outcome=self.outcome,
+            started_at=started,
+            duration_ms=duration_ms,
+            error=self.error,
+            retry_delay_seconds=next_retry_delay(
+                task, retryable=self.retryable, retry_after_seconds=self.retry_after_seconds
+            ),
+            worker=task.worker_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """``task_status`` None = stale: the lease was not current and nothing changed."""
+
+    lease_id: str
+    task_id: str | None
+    task_status: TaskStatus | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lease_id": self.lease_id,
+            "status": "stale" if self.task_status is None else "ok",
+            "task_id": self.task_id,
+            "task_status": None if self.task_status is None else self.task_status.value,
+        }
+
+
+def result_json(value: Any) -> str:
+    """A worker's result as the JSON text the store keeps."""
+    return orjson.dumps(value).decode()
+
+
+def hub(request: Request) -> LeaseHub:
+    """The app's :class:`LeaseHub`, made on first use."""
+    state = request.app.state
+    found: LeaseHub | None = getattr(state, "lease_hub", None)
+    if found is None:
+        found = LeaseHub(state.store)
+        state.lease_hub = found
+    return found
+
+
+def end_long_polls(state: Any) -> None:
+    """Answer every waiting lease call now, and every later one without waiting: for server
+    shutdown, which otherwise waits for long polls (up to 60 s) to end. ``state`` is the app's
+    ``app.state``; a no-op when no lease call was ever made."""
+    found: LeaseHub | None = getattr(state, "lease_hub", None)
+    if found is not None:
+        found.watch.close()

@@ -1,0 +1,183 @@
+"""Request bodies and response shapes of queues, pull workers and leases (SPEC §3 "Queues and
+pull workers"). Strict like :mod:`duetime.api.schemas`: unknown fields and type coercion are
+refused. Responses are rendered by hand (:mod:`duetime.api.routes.leases` and
+:mod:`duetime.api.routes.queues`); the ``*Out`` models only document them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from duetime.api.schemas import MAX_BATCH, Name, StrictModel, TaskOut
+from duetime.retry import MAX_RETRY_AFTER_SECONDS
+
+MAX_LEASE_TASKS = 1000
+DEFAULT_LEASE_TASKS = 10
+MIN_LEASE_SECONDS = 0.1
+MAX_LEASE_SECONDS = 12 * 3600.0
+DEFAULT_LEASE_SECONDS = 30.0
+MAX_WAIT_SECONDS = 60.0
+DEFAULT_WAIT_SECONDS = 20.0
+MAX_LEASE_NAMES = 100
+MAX_CONCURRENCY = 1_000_000
+MAX_ERROR_CHARS = 4096
+"""A failure's ``error`` is kept to this many characters (a longer one is cut, not refused: a
+worker reporting a long traceback must not have its failure refused)."""
+
+WorkerId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="Names the worker in `GET /v1/workers` and in attempt histories.",
+    ),
+]
+LeaseSeconds = Annotated[float, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
+LeaseId = Annotated[str, Field(min_length=1, max_length=64)]
+Limit = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+
+
+class QueuePutIn(StrictModel):
+    """A queue's settings, replaced as a whole (a field left out takes its default).
+
+    ``paused`` stops every claim of the queue's tasks (dispatch and lease) until set back to
+    false; ``max_concurrency`` caps how many of its tasks run at once. The flow-control fields
+    ``rate_limit_per_second``, ``burst`` and ``max_concurrency_per_key`` are not supported yet:
+    any non-null value is refused (422) rather than stored without effect.
+    """
+
+    rate_limit_per_second: Annotated[float, Field(gt=0)] | None = None
+    burst: Limit | None = None
+    max_concurrency: Limit | None = None
+    max_concurrency_per_key: Limit | None = None
+    paused: bool = False
+
+
+class LeaseIn(StrictModel):
+    """Lease up to ``max_tasks`` due ``worker`` tasks of the queue, waiting up to
+    ``wait_seconds`` for one to become due (a long poll). ``names`` narrows to tasks with those
+    names. Each lease lasts ``lease_seconds`` unless extended by a heartbeat."""
+
+    max_tasks: Annotated[int, Field(ge=1, le=MAX_LEASE_TASKS)] = DEFAULT_LEASE_TASKS
+    lease_seconds: LeaseSeconds = DEFAULT_LEASE_SECONDS
+    wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS)] = DEFAULT_WAIT_SECONDS
+    worker_id: WorkerId
+    names: Annotated[list[Name], Field(min_length=1, max_length=MAX_LEASE_NAMES)] | None = None
+
+
+class HeartbeatIn(StrictModel):
+    """Extend the lease to ``extend_seconds`` from now (the body may be empty)."""
+
+    extend_seconds: LeaseSeconds = DEFAULT_LEASE_SECONDS
+
+
+class CompleteIn(StrictModel):
+    """The attempt succeeded; ``result`` (any JSON, at most max_payload_bytes encoded) is kept as
+    the task's result."""
+
+    result: Any = None
+
+
+class FailIn(StrictModel):
+    """The attempt failed. ``retryable=false`` fails the task for good; otherwise it is retried
+    per its retry policy, not sooner than ``retry_after_seconds`` when given."""
+
+    error: Annotated[str, Field(max_length=1_000_000)]
+    retryable: bool = True
+    retry_after_seconds: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER_SECONDS)] | None = None
+    timed_out: bool = False
+    """The handler ran out of the task's ``timeout_seconds``: the attempt's outcome is
+    ``timed_out`` instead of ``failed`` (retried alike)."""
+
+
+class CompleteItem(CompleteIn):
+    lease_id: LeaseId
+
+
+class FailItem(FailIn):
+    lease_id: LeaseId
+
+
+class CompleteBatchIn(StrictModel):
+    """Complete up to 1,000 leases in one call."""
+
+    items: Annotated[list[CompleteItem], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class FailBatchIn(StrictModel):
+    """Fail up to 1,000 leases in one call."""
+
+    items: Annotated[list[FailItem], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+# -- response shapes (documentation only) ------------------------------------------------------
+
+
+class QueueOut(BaseModel):
+    """A queue's settings (defaults when it was never configured) and live figures."""
+
+    name: str
+    configured: bool = Field(description="False for a queue that exists only through its tasks.")
+    paused: bool
+    max_concurrency: int | None
+    rate_limit_per_second: float | None
+    burst: int | None
+    max_concurrency_per_key: int | None
+    updated_at: datetime | None = Field(description="When the settings last changed.")
+    counts: dict[str, int] = Field(description="Tasks by status (every status, zeros included).")
+    running: int
+    oldest_due_lag_seconds: float | None = Field(
+        description="How late the most overdue ready task is; null when none is ready."
+    )
+
+
+class QueueListOut(BaseModel):
+    items: list[QueueOut]
+
+
+class LeaseOut(BaseModel):
+    lease_id: str
+    lease_expires_at: datetime
+    attempt: int = Field(description="The attempt this lease runs (1 for the first).")
+    task: TaskOut
+
+
+class LeasesOut(BaseModel):
+    leases: list[LeaseOut]
+
+
+class LeaseExtendedOut(BaseModel):
+    lease_id: str
+    lease_expires_at: datetime
+
+
+class AckOut(BaseModel):
+    """What became of one complete or fail: ``ok``, or ``stale`` when the lease was no longer
+    current (expired and reaped, already ended, unknown, or another tenant's): nothing changed."""
+
+    lease_id: str
+    status: Literal["ok", "stale"]
+    task_id: str | None
+    task_status: Literal["succeeded", "failed", "retrying", "cancelled"] | None = Field(
+        description="The task's status afterwards; null when stale."
+    )
+
+
+class AckListOut(BaseModel):
+    items: list[AckOut]
+
+
+class WorkerOut(BaseModel):
+    worker_id: str
+    queues: list[str] = Field(description="Queues it has polled.")
+    first_seen_at: datetime
+    last_seen_at: datetime = Field(description="Its last lease poll or heartbeat.")
+    leases: int = Field(description="Leases it holds now (its running tasks).")
+
+
+class WorkerListOut(BaseModel):
+    items: list[WorkerOut]

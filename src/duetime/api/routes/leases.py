@@ -1,0 +1,210 @@
+"""Pull workers' calls (SPEC §3 "Queues and pull workers"): lease tasks from a queue (a long
+poll), heartbeat a lease, complete or fail one lease or many.
+
+A lease id is a fencing token: heartbeat, complete and fail under a lease that is no longer
+current (expired and reaped, already ended, unknown, or another tenant's) answer 409
+``urn:duetime:problem:stale-lease`` and change nothing; the batch forms answer ``"stale"`` for
+such items instead. Complete and fail answer the same small body as one batch item
+(``{"lease_id", "status": "ok", "task_id", "task_status"}``), which costs no extra read.
+
+Thin: the machinery is in :mod:`duetime.api.leasing`, the bodies in
+:mod:`duetime.api.queue_schemas`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from duetime.api import render
+from duetime.api.deps import body_schema, json_body, services, tenant_call
+from duetime.api.leasing import Ack, AckResult, hub, result_json
+from duetime.api.problems import PayloadTooLarge, problem_responses
+from duetime.api.queue_schemas import (
+    MAX_ERROR_CHARS,
+    AckListOut,
+    AckOut,
+    CompleteBatchIn,
+    CompleteIn,
+    FailBatchIn,
+    FailIn,
+    HeartbeatIn,
+    LeaseExtendedOut,
+    LeaseIn,
+    LeasesOut,
+)
+from duetime.api.routes.queues import queue_name
+from duetime.errors import StaleLease
+from duetime.types import Lease
+
+router = APIRouter(prefix="/v1", tags=["leases"], responses=problem_responses(400, 401, 422, 503))
+
+_STALE = "lease {} is not current: it expired, was reclaimed or ended, or is unknown"
+
+
+def lease_json(lease: Lease) -> dict[str, Any]:
+    return {
+        "lease_id": lease.lease_id,
+        "lease_expires_at": lease.lease_expires_at,
+        "attempt": lease.attempt,
+        "task": render.task(lease.task),
+    }
+
+
+@router.post(
+    "/queues/{name}/lease",
+    summary="Lease due worker tasks (long poll)",
+    openapi_extra=body_schema(LeaseIn),
+    responses={200: {"model": LeasesOut, "description": "Leases; empty when the wait ran out"}},
+)
+async def lease_tasks(name: str, request: Request) -> Response:
+    """Lease up to ``max_tasks`` due ``worker`` tasks of the queue, highest priority first.
+    With none due, wait up to ``wait_seconds`` for one (a task becoming due wakes the call at
+    once) and answer ``{"leases": []}`` when the wait runs out."""
+    call = await tenant_call(request)
+    queue = queue_name(name)
+    body = await json_body(request, LeaseIn)
+    leases = await hub(request).lease(
+        request,
+        call.tenant_id,
+        queue,
+        worker_id=body.worker_id,
+        max_tasks=body.max_tasks,
+        lease_seconds=body.lease_seconds,
+        wait_seconds=body.wait_seconds,
+        names=body.names,
+    )
+    return render.json_response({"leases": [lease_json(lease) for lease in leases]})
+
+
+@router.post(
+    "/leases/{lease_id}/heartbeat",
+    summary="Extend a lease",
+    openapi_extra=body_schema(HeartbeatIn, required=False),
+    responses={
+        200: {"model": LeaseExtendedOut, "description": "The new expiry"},
+        **problem_responses(409),
+    },
+)
+async def heartbeat(lease_id: str, request: Request) -> Response:
+    """Extend the lease to ``extend_seconds`` from now; 409 when it is no longer current (stop
+    working on the task: someone else may own it)."""
+    call = await tenant_call(request)
+    body = await json_body(request, HeartbeatIn, optional=True)
+    found = await hub(request).heartbeat(call.tenant_id, lease_id, body.extend_seconds)
+    if found is None:
+        raise StaleLease(_STALE.format(lease_id))
+    _, expires_at = found
+    return render.json_response({"lease_id": lease_id, "lease_expires_at": expires_at})
+
+
+def _one(result: AckResult) -> Response:
+    if result.task_status is None:
+        raise StaleLease(_STALE.format(result.lease_id))
+    return render.json_response(result.to_json())
+
+
+def _result(request: Request, value: Any, field: str) -> str:
+    """The result's JSON text, refused (413) over the server's payload limit."""
+    text = result_json(value)
+    limit = services(request).settings.max_payload_bytes
+    if len(text.encode()) > limit:
+        raise PayloadTooLarge(f"the result is over the {limit}-byte limit", field=field)
+    return text
+
+
+def _error(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+@router.post(
+    "/leases/{lease_id}/complete",
+    summary="Complete a lease: the attempt succeeded",
+    openapi_extra=body_schema(CompleteIn, required=False),
+    responses={
+        200: {"model": AckOut, "description": "Applied"},
+        **problem_responses(409, 413),
+    },
+)
+async def complete_lease(lease_id: str, request: Request) -> Response:
+    """End the attempt as succeeded with ``result``; 409 when the lease is stale."""
+    call = await tenant_call(request)
+    body = await json_body(request, CompleteIn, optional=True)
+    ack = Ack(lease_id, ok=True, result_json=_result(request, body.result, "result"))
+    (result,) = await hub(request).ack(call.tenant_id, [ack])
+    return _one(result)
+
+
+@router.post(
+    "/leases/{lease_id}/fail",
+    summary="Fail a lease: the attempt failed",
+    openapi_extra=body_schema(FailIn),
+    responses={
+        200: {"model": AckOut, "description": "Applied"},
+        **problem_responses(409),
+    },
+)
+async def fail_lease(lease_id: str, request: Request) -> Response:
+    """End the attempt as failed: retried per the task's policy (not sooner than
+    ``retry_after_seconds``) unless ``retryable`` is false or attempts are exhausted, then
+    ``failed``. 409 when the lease is stale."""
+    call = await tenant_call(request)
+    body = await json_body(request, FailIn)
+    ack = Ack(
+        lease_id,
+        ok=False,
+        error=_error(body.error),
+        retryable=body.retryable,
+        retry_after_seconds=body.retry_after_seconds,
+        timed_out=body.timed_out,
+    )
+    (result,) = await hub(request).ack(call.tenant_id, [ack])
+    return _one(result)
+
+
+@router.post(
+    "/leases/complete",
+    summary="Complete many leases",
+    openapi_extra=body_schema(CompleteBatchIn),
+    responses={
+        200: {"model": AckListOut, "description": "One item per input item, in order"},
+        **problem_responses(413),
+    },
+)
+async def complete_leases(request: Request) -> Response:
+    """Complete up to 1,000 leases; a stale one is reported as ``"stale"``, never an error."""
+    call = await tenant_call(request)
+    body = await json_body(request, CompleteBatchIn, batch=True)
+    acks = [
+        Ack(item.lease_id, ok=True, result_json=_result(request, item.result, f"items.{i}.result"))
+        for i, item in enumerate(body.items)
+    ]
+    results = await hub(request).ack(call.tenant_id, acks)
+    return render.json_response({"items": [r.to_json() for r in results]})
+
+
+@router.post(
+    "/leases/fail",
+    summary="Fail many leases",
+    openapi_extra=body_schema(FailBatchIn),
+    responses={200: {"model": AckListOut, "description": "One item per input item, in order"}},
+)
+async def fail_leases(request: Request) -> Response:
+    """Fail up to 1,000 leases; a stale one is reported as ``"stale"``, never an error."""
+    call = await tenant_call(request)
+    body = await json_body(request, FailBatchIn, batch=True)
+    acks = [
+        Ack(
+            item.lease_id,
+            ok=False,
+            error=_error(item.error),
+            retryable=item.retryable,
+            retry_after_seconds=item.retry_after_seconds,
+            timed_out=item.timed_out,
+        )
+        for item in body.items
+    ]
+    results = await hub(request).ack(call.tenant_id, acks)
+    return render.json_response({"items": [r.to_json() for r in results]})

@@ -1,0 +1,147 @@
+"""``/v1/queues`` and ``/v1/workers``: queue settings with live figures, and the pull workers
+seen recently (SPEC §3 "Queues and pull workers").
+
+A queue exists as soon as a task names it; ``PUT`` configures it. ``paused`` and
+``max_concurrency`` are enforced by every claim (dispatch and lease). The flow-control settings
+(``rate_limit_per_second``, ``burst``, ``max_concurrency_per_key``) are refused with 422 until they
+are enforced, so no setting is ever stored that does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from duetime.api import render
+from duetime.api.deps import TenantCall, body_schema, json_body
+from duetime.api.leasing import hub
+from duetime.api.problems import problem_responses
+from duetime.api.queue_schemas import QueueListOut, QueueOut, QueuePutIn, WorkerListOut
+from duetime.errors import NotFound, ValidationError
+from duetime.types import Queue, QueueSettings, QueueStats, TaskStatus, WorkerInfo
+
+router = APIRouter(prefix="/v1", tags=["queues"], responses=problem_responses(400, 401, 422, 503))
+
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_NOT_YET = ("rate_limit_per_second", "burst", "max_concurrency_per_key")
+DEFAULT_LIVE_WITHIN_SECONDS = 60.0
+
+
+def queue_name(raw: str) -> str:
+    """A queue name from the path, as task creation accepts it (``ValidationError`` otherwise)."""
+    if not _QUEUE_NAME.fullmatch(raw):
+        raise ValidationError(
+            "a queue name is 1-128 characters: letters, digits, '.', '_', ':', '-', starting "
+            "with a letter or digit",
+            field="name",
+        )
+    return raw
+
+
+def queue_json(name: str, queue: Queue | None, stats: QueueStats | None) -> dict[str, Any]:
+    """A queue's settings (defaults when unconfigured) and live figures."""
+    settings = queue.settings if queue is not None else QueueSettings()
+    counts = stats.counts if stats is not None else {}
+    return {
+        "name": name,
+        "configured": queue is not None,
+        "paused": settings.paused,
+        "max_concurrency": settings.max_concurrency,
+        "rate_limit_per_second": settings.rate_limit_per_second,
+        "burst": settings.burst,
+        "max_concurrency_per_key": settings.max_concurrency_per_key,
+        "updated_at": None if queue is None else queue.updated_at,
+        "counts": {status.value: counts.get(status, 0) for status in TaskStatus},
+        "running": counts.get(TaskStatus.RUNNING, 0),
+        "oldest_due_lag_seconds": None if stats is None else stats.oldest_due_lag_seconds,
+    }
+
+
+def worker_json(w: WorkerInfo) -> dict[str, Any]:
+    return {
+        "worker_id": w.worker_id,
+        "queues": w.queues,
+        "first_seen_at": w.first_seen_at,
+        "last_seen_at": w.last_seen_at,
+        "leases": w.leases,
+    }
+
+
+@router.put(
+    "/queues/{name}",
+    summary="Configure a queue",
+    openapi_extra=body_schema(QueuePutIn, required=False),
+    responses={200: {"model": QueueOut, "description": "The queue"}},
+)
+async def put_queue(name: str, call: TenantCall, request: Request) -> Response:
+    """Replace the queue's settings (a field left out takes its default): ``paused`` stops
+    every claim of its tasks, ``max_concurrency`` caps how many run at once. Non-null flow-control
+    settings are refused with 422 (not supported yet)."""
+    queue = queue_name(name)
+    body = await json_body(request, QueuePutIn, optional=True)
+    for field in _NOT_YET:
+        if getattr(body, field) is not None:
+            raise ValidationError(
+                f"not supported yet: {field} is part of flow control, which this server does "
+                "not enforce; leave it null",
+                field=field,
+            )
+    settings = QueueSettings(max_concurrency=body.max_concurrency, paused=body.paused)
+    stored = await call.store.queue_put(call.tenant_id, queue, settings)
+    hub(request).forget_queue(call.tenant_id, queue)
+    stats = await call.store.queue_stats(call.tenant_id, queue)
+    return render.json_response(queue_json(queue, stored, stats[0] if stats else None))
+
+
+@router.get(
+    "/queues",
+    summary="List queues",
+    responses={200: {"model": QueueListOut, "description": "Every queue, by name"}},
+)
+async def list_queues(call: TenantCall) -> Response:
+    """Every queue of the tenant, configured or holding tasks, by name."""
+    configured, figures = await asyncio.gather(
+        call.store.queue_list(call.tenant_id), call.store.queue_stats(call.tenant_id)
+    )
+    settings = {q.name: q for q in configured}
+    stats = {s.name: s for s in figures}
+    items = [queue_json(n, settings.get(n), stats.get(n)) for n in sorted({*settings, *stats})]
+    return render.json_response({"items": items})
+
+
+@router.get(
+    "/queues/{name}",
+    summary="Read one queue",
+    responses={200: {"model": QueueOut, "description": "The queue"}, **problem_responses(404)},
+)
+async def get_queue(name: str, call: TenantCall) -> Response:
+    """The queue's settings and live figures; 404 when it is neither configured nor named by
+    any task."""
+    queue = queue_name(name)
+    stored, figures = await asyncio.gather(
+        call.store.queue_get(call.tenant_id, queue), call.store.queue_stats(call.tenant_id, queue)
+    )
+    if stored is None and not figures:
+        raise NotFound(f"no queue {queue!r}: no task names it and it was never configured")
+    return render.json_response(queue_json(queue, stored, figures[0] if figures else None))
+
+
+@router.get(
+    "/workers",
+    summary="List live pull workers",
+    responses={200: {"model": WorkerListOut, "description": "Workers seen recently"}},
+)
+async def list_workers(
+    call: TenantCall,
+    live_within_seconds: Annotated[
+        float, Query(gt=0, le=7 * 86400, description="Seen within this many seconds")
+    ] = DEFAULT_LIVE_WITHIN_SECONDS,
+) -> Response:
+    """Workers that polled or heart-beat within ``live_within_seconds`` (default 60), with the
+    queues they poll, when they were last seen and how many leases they hold."""
+    found = await call.store.worker_list(call.tenant_id, live_within_seconds)
+    return render.json_response({"items": [worker_json(w) for w in found]})

@@ -1,0 +1,117 @@
+"""Materializer: turns schedule occurrences into tasks, durably and ahead of time (leader only).
+
+Each round reads the store's clock once, asks the store for the schedules with an occurrence to
+handle (:meth:`~duetime.store.protocols.Store.schedule_due`: work grows with the occurrences due,
+not with the schedules stored), plans each one with :func:`~duetime.schedule.plan.plan_advance`
+(pure: occurrences, overlap, catch-up, DST, jitter, the tick ledger) and applies a batch of plans
+in one transaction (:meth:`~duetime.store.protocols.Store.schedule_advance`), which moves each
+schedule's cursor together with its tasks and ticks. Nothing lives only in memory: a node that
+dies mid-round leaves either the whole batch or none of it, and the next leader starts from the
+stored cursors. Two nodes that both believe they lead (a fail-over window) cannot double an
+occurrence: a plan applies only while the cursor it was made from is current, and
+``(schedule_id, scheduled_for)`` is unique.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from duetime.clock import Clock
+from duetime.engine.leader import Leader
+from duetime.engine.service import Service
+from duetime.schedule.plan import PlanLimits, plan_advance
+from duetime.store import Store
+from duetime.types import ScheduleAdvance
+
+log = logging.getLogger("duetime.engine")
+
+
+@dataclass(frozen=True, slots=True)
+class MaterializerConfig:
+    """``batch``: schedules read at a time; ``max_batches``: reads per round before the loop
+    yields; ``interval``: the sleep between rounds; ``rows_per_transaction``: tasks and ticks
+    applied per transaction (a batch's plans are split when they add up to more); ``limits``:
+    see :class:`~duetime.schedule.plan.PlanLimits`."""
+
+    batch: int = 500
+    max_batches: int = 20
+    interval: float = 1.0
+    rows_per_transaction: int = 10_000
+    limits: PlanLimits = field(default_factory=PlanLimits)
+
+    def __post_init__(self) -> None:
+        if self.batch <= 0 or self.max_batches <= 0 or self.rows_per_transaction <= 0:
+            raise ValueError("batch, max_batches and rows_per_transaction must be positive")
+        if self.interval <= 0:
+            raise ValueError("interval must be positive")
+        if self.limits.horizon_seconds < 0 or self.limits.late_seconds < 0:
+            raise ValueError("horizon_seconds and late_seconds must not be negative")
+
+
+class Materializer(Service):
+    """Each round handles every schedule with an occurrence due within the horizon (``batch``
+    schedules per transaction), then sleeps ``interval``; without leadership it does nothing."""
+
+    name = "materializer"
+
+    def __init__(
+        self,
+        store: Store,
+        leader: Leader,
+        clock: Clock,
+        config: MaterializerConfig | None = None,
+    ) -> None:
+        super().__init__(clock)
+        self._store = store
+        self._leader = leader
+        self.config = config or MaterializerConfig()
+
+    async def run_once(self) -> int:
+        """One round; returns how many tasks and ledger rows the applied plans wrote."""
+        if not self._leader.is_leader:
+            return 0
+        cfg = self.config
+        total = 0
+        for _ in range(cfg.max_batches):
+            now = await self._store.now()
+            horizon = now + timedelta(seconds=cfg.limits.horizon_seconds)
+            due = await self._store.schedule_due(now, horizon, cfg.batch)
+            if not due:
+                break
+            plans = []
+            for item in due:
+                try:
+                    plans.append(plan_advance(item, now, cfg.limits))
+                except Exception:  # one broken schedule must not stop the others
+                    log.exception("materializer: cannot plan schedule %s", item.schedule.id)
+            total += await self._apply(plans)
+            # Waiting (buffer_one) schedules come last: once they show up, every schedule with
+            # something due was handled, and reading on would only see them again.
+            full = len(due) == cfg.batch and not due[-1].waiting
+            if not full or self.stopping or not self._leader.is_leader:
+                break
+            await asyncio.sleep(0)
+        return total
+
+    async def _apply(self, plans: list[ScheduleAdvance]) -> int:
+        """Apply ``plans`` in transactions of about ``rows_per_transaction`` tasks and ticks (a
+        catch-up can make thousands for one schedule); returns the rows written."""
+        written = 0
+        chunk: list[ScheduleAdvance] = []
+        size = 0
+        for i, plan in enumerate(plans):
+            chunk.append(plan)
+            size += len(plan.tasks) + len(plan.ticks)
+            if size >= self.config.rows_per_transaction or i == len(plans) - 1:
+                applied = await self._store.schedule_advance(chunk)
+                written += sum(
+                    len(p.tasks) + len(p.ticks) for p, ok in zip(chunk, applied, strict=True) if ok
+                )
+                chunk, size = [], 0
+        return written
+
+    async def wait(self, did: int) -> None:
+        await self._pause(self.config.interval)

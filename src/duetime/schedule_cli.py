@@ -1,0 +1,294 @@
+"""``duetime schedule ...``: recurring schedules through the HTTP API (SPEC §5).
+
+::
+
+    duetime schedule create --cron "0 2 * * *" --timezone America/New_York \\
+        --target-url https://example.com/report --payload '{"kind": "daily"}'
+    duetime schedule upcoming ID --count 5
+    duetime schedule pause ID --note "db migration"; duetime schedule resume ID
+    duetime schedule ticks ID --outcome missed
+    duetime schedule backfill ID --start 2026-01-01T00:00Z --end 2026-01-02T00:00Z --rate 5
+
+Every command prints JSON (as the ``task`` commands do) and exits 1 on a refused call.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from duetime.cli import (
+    ApiKeyOption,
+    UrlOption,
+    _json_arg,
+    _pairs,
+    _when,
+    api_client,
+    errors_reported,
+    fail,
+    print_json,
+)
+from duetime.sdk.client import DEFAULT_URL
+
+__all__ = ["schedule_app"]
+
+schedule_app = typer.Typer(help="Recurring schedules, through the HTTP API.", no_args_is_help=True)
+
+IdArg = Annotated[str, typer.Argument(metavar="ID")]
+
+
+def _template(
+    task: str | None,
+    target_url: str | None,
+    worker: bool,
+    target: str | None,
+    fields: dict[str, Any],
+    payload: str | None,
+) -> dict[str, Any] | None:
+    """The task template from ``--task JSON`` or from the target and field flags (None when
+    none of them is given)."""
+    given = [x for x in (target_url, target) if x is not None] + ([True] if worker else [])
+    if task is not None:
+        if given or payload is not None or any(v is not None for v in fields.values()):
+            raise fail("--task gives the whole template; drop the other task flags", 2)
+        template = _json_arg(task, "--task")
+        if not isinstance(template, dict):
+            raise fail("--task must be a JSON object", 2)
+        return template
+    if not given:
+        if payload is not None or any(v is not None for v in fields.values()):
+            raise fail("give the target: --target-url, --worker or --target", 2)
+        return None
+    if len(given) > 1:
+        raise fail("give exactly one of --target-url, --worker or --target", 2)
+    out: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+    if target_url is not None:
+        out["target"] = {"type": "http", "url": target_url}
+    elif worker:
+        out["target"] = {"type": "worker"}
+    else:
+        out["target"] = _json_arg(str(target), "--target")
+    if payload is not None:
+        out["payload"] = _json_arg(payload, "--payload")
+    return out
+
+
+_TASK_HELP = "The whole task template as JSON, @file.json or -."
+
+
+@schedule_app.command("create")
+def create(
+    cron: Annotated[str | None, typer.Option(help="5-field cron, e.g. '0 2 * * *'.")] = None,
+    every: Annotated[str | None, typer.Option(help="ISO 8601 duration, e.g. PT15M.")] = None,
+    rrule: Annotated[str | None, typer.Option(help="RFC 5545 rule.")] = None,
+    timezone: Annotated[str | None, typer.Option(help="IANA zone (default UTC).")] = None,
+    start_at: Annotated[str | None, typer.Option(help="RFC 3339.")] = None,
+    end_at: Annotated[str | None, typer.Option(help="RFC 3339.")] = None,
+    jitter: Annotated[int | None, typer.Option(help="Seconds of deterministic jitter.")] = None,
+    overlap: Annotated[str | None, typer.Option(help="allow | skip | buffer_one")] = None,
+    catchup: Annotated[str | None, typer.Option(help="none | latest | all")] = None,
+    catchup_window: Annotated[int | None, typer.Option(help="Seconds.")] = None,
+    catchup_max_runs: Annotated[int | None, typer.Option()] = None,
+    dst_nonexistent: Annotated[str | None, typer.Option(help="run_after_gap | skip")] = None,
+    dst_ambiguous: Annotated[str | None, typer.Option(help="first | both")] = None,
+    task: Annotated[str | None, typer.Option(help=_TASK_HELP)] = None,
+    target_url: Annotated[str | None, typer.Option(help="Webhook target URL.")] = None,
+    worker: Annotated[bool, typer.Option("--worker", help="A pull-worker target.")] = False,
+    target: Annotated[str | None, typer.Option(help="Any target as JSON.")] = None,
+    name: Annotated[str | None, typer.Option(help="The tasks' name.")] = None,
+    queue: Annotated[str | None, typer.Option()] = None,
+    payload: Annotated[str | None, typer.Option(help="JSON, @file.json or -.")] = None,
+    priority: Annotated[int | None, typer.Option()] = None,
+    max_attempts: Annotated[int | None, typer.Option()] = None,
+    timeout: Annotated[float | None, typer.Option(help="One attempt's limit, seconds.")] = None,
+    label: Annotated[list[str] | None, typer.Option(help="KEY=VALUE; repeat.")] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Create a schedule and print it."""
+    fields = {
+        "name": name,
+        "queue": queue,
+        "priority": priority,
+        "timeout_seconds": timeout,
+        "retry": None if max_attempts is None else {"max_attempts": max_attempts},
+        "labels": _pairs(label, "=", "--label") or None,
+    }
+    template = _template(task, target_url, worker, target, fields, payload)
+    if template is None:
+        raise fail("give the task: --target-url, --worker, --target or --task", 2)
+    dst = {k: v for k, v in (("nonexistent", dst_nonexistent), ("ambiguous", dst_ambiguous)) if v}
+    with errors_reported(), api_client(url, api_key) as client:
+        made = client.create_schedule(
+            task=template,
+            cron=cron,
+            every=every,
+            rrule=rrule,
+            timezone=timezone,
+            start_at=_when(start_at, "--start-at"),
+            end_at=_when(end_at, "--end-at"),
+            jitter_seconds=jitter,
+            overlap=overlap,
+            catchup=catchup,
+            catchup_window_seconds=catchup_window,
+            catchup_max_runs=catchup_max_runs,
+            dst=dst or None,
+        )
+        print_json(made.to_json())
+
+
+@schedule_app.command("update")
+def update(
+    schedule_id: IdArg,
+    cron: Annotated[str | None, typer.Option()] = None,
+    every: Annotated[str | None, typer.Option()] = None,
+    rrule: Annotated[str | None, typer.Option()] = None,
+    timezone: Annotated[str | None, typer.Option()] = None,
+    jitter: Annotated[int | None, typer.Option()] = None,
+    overlap: Annotated[str | None, typer.Option()] = None,
+    catchup: Annotated[str | None, typer.Option()] = None,
+    task: Annotated[str | None, typer.Option(help=_TASK_HELP)] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Change a schedule (only the options given) and print it."""
+    changes: dict[str, Any] = {
+        "cron": cron, "every": every, "rrule": rrule, "timezone": timezone,
+        "jitter_seconds": jitter, "overlap": overlap, "catchup": catchup,
+    }  # fmt: skip
+    given = {k: v for k, v in changes.items() if v is not None}
+    if task is not None:
+        given["task"] = _template(task, None, False, None, {}, None)
+    if not given:
+        raise fail("give at least one option to change", 2)
+    with errors_reported(), api_client(url, api_key) as client:
+        print_json(client.update_schedule(schedule_id, **given).to_json())
+
+
+@schedule_app.command("get")
+def get(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+    """Print one schedule."""
+    with errors_reported(), api_client(url, api_key) as client:
+        print_json(client.get_schedule(schedule_id).to_json())
+
+
+@schedule_app.command("list")
+def list_(
+    paused: Annotated[bool | None, typer.Option("--paused/--active")] = None,
+    queue: Annotated[str | None, typer.Option()] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int | None, typer.Option(help="Page size (≤ 1000).")] = None,
+    cursor: Annotated[str | None, typer.Option()] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """List schedules, newest first: one page ({"items", "next_cursor"})."""
+    with errors_reported(), api_client(url, api_key) as client:
+        page = client.list_schedules(
+            paused=paused, queue=queue, name=name, limit=limit, cursor=cursor
+        )
+        print_json({"items": [s.to_json() for s in page.items], "next_cursor": page.next_cursor})
+
+
+@schedule_app.command("delete")
+def delete(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+    """Delete a schedule; its pending occurrences are cancelled."""
+    with errors_reported(), api_client(url, api_key) as client:
+        print_json(client.delete_schedule(schedule_id).to_json())
+
+
+@schedule_app.command("pause")
+def pause(
+    schedule_id: IdArg,
+    note: Annotated[str | None, typer.Option(help="Why (shown on the schedule).")] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Stop making occurrences."""
+    with errors_reported(), api_client(url, api_key) as client:
+        print_json(client.pause_schedule(schedule_id, note=note).to_json())
+
+
+@schedule_app.command("resume")
+def resume(
+    schedule_id: IdArg,
+    catchup: Annotated[
+        str | None, typer.Option(help="Run occurrences missed while paused: latest | all.")
+    ] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Make occurrences again from now on."""
+    with errors_reported(), api_client(url, api_key) as client:
+        print_json(client.resume_schedule(schedule_id, catchup=catchup).to_json())
+
+
+@schedule_app.command("trigger")
+def trigger(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+    """Run one occurrence now and print its task."""
+    with errors_reported(), api_client(url, api_key) as client:
+        print_json(client.trigger_schedule(schedule_id).to_json())
+
+
+@schedule_app.command("upcoming")
+def upcoming(
+    schedule_id: IdArg,
+    after: Annotated[str | None, typer.Option(help="RFC 3339 (default now).")] = None,
+    count: Annotated[int | None, typer.Option(help="How many (≤ 1000, default 10).")] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Print the next fire times in the schedule's zone, with DST notes."""
+    with errors_reported(), api_client(url, api_key) as client:
+        items = client.list_upcoming(schedule_id, after=_when(after, "--after"), count=count)
+        print_json({"items": [i.to_json() for i in items]})
+
+
+@schedule_app.command("ticks")
+def ticks(
+    schedule_id: IdArg,
+    outcome: Annotated[list[str] | None, typer.Option(help="Only these outcomes; repeat.")] = None,
+    limit: Annotated[int | None, typer.Option()] = None,
+    cursor: Annotated[str | None, typer.Option()] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Print the tick ledger, newest instant first: one page."""
+    with errors_reported(), api_client(url, api_key) as client:
+        page = client.list_ticks(schedule_id, outcome=outcome or None, limit=limit, cursor=cursor)
+        print_json({"items": [t.to_json() for t in page.items], "next_cursor": page.next_cursor})
+
+
+@schedule_app.command("revisions")
+def revisions(
+    schedule_id: IdArg,
+    limit: Annotated[int | None, typer.Option()] = None,
+    cursor: Annotated[str | None, typer.Option()] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Print every change to the schedule, newest first: one page."""
+    with errors_reported(), api_client(url, api_key) as client:
+        page = client.list_revisions(schedule_id, limit=limit, cursor=cursor)
+        print_json({"items": [r.to_json() for r in page.items], "next_cursor": page.next_cursor})
+
+
+@schedule_app.command("backfill")
+def backfill(
+    schedule_id: IdArg,
+    start: Annotated[str, typer.Option(help="RFC 3339, inclusive.")],
+    end: Annotated[str, typer.Option(help="RFC 3339, inclusive; not in the future.")],
+    max_runs: Annotated[int | None, typer.Option(help="Default 1000.")] = None,
+    rate: Annotated[float | None, typer.Option(help="Tasks released per second.")] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Make the occurrences of a past range, throttled."""
+    begin, finish = _when(start, "--start"), _when(end, "--end")
+    assert begin is not None and finish is not None
+    with errors_reported(), api_client(url, api_key) as client:
+        made = client.backfill_schedule(
+            schedule_id, start=begin, end=finish, max_runs=max_runs, rate_per_second=rate
+        )
+        print_json(made.to_json())

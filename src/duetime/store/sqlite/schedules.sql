@@ -1,0 +1,132 @@
+-- The SQLite store's schedule queries (see schedules.py). Same conventions as queries.sql:
+-- timestamps are INTEGER microseconds, JSON is text, booleans are 0/1.
+
+-- name: schedule_insert
+INSERT INTO schedules (
+    id, tenant_id, cron, every, rrule, timezone, start_at, end_at, jitter_seconds,
+    dst_nonexistent, dst_ambiguous, task, overlap, catchup, catchup_window_seconds,
+    catchup_max_runs, anchor_at, paused, next_run_at, materialized_until, version, created_at,
+    updated_at, deleted
+) VALUES (
+    :id, :tenant_id, :cron, :every, :rrule, :timezone, :start_at, :end_at, :jitter_seconds,
+    :dst_nonexistent, :dst_ambiguous, :task, :overlap, :catchup, :catchup_window_seconds,
+    :catchup_max_runs, :anchor_at, 0, coalesce(:next_run_at, :materialized_until),
+    :materialized_until, 1, :now, :now, 0
+)
+RETURNING *;
+
+-- name: schedule_get
+SELECT * FROM schedules WHERE id = :id AND tenant_id = :tenant_id AND deleted = 0;
+
+-- name: schedule_list
+-- Newest first; :paused, :queue and :name are optional filters (NULL = any).
+SELECT * FROM schedules
+WHERE tenant_id = :tenant_id AND deleted = 0 AND id < :cursor
+  AND (:paused IS NULL OR paused = :paused)
+  AND (:queue IS NULL OR json_extract(task, '$.queue') = :queue)
+  AND (:name IS NULL OR json_extract(task, '$.name') = :name)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: schedule_write
+-- Every column a user change may touch, conditional on the version the change was made from.
+UPDATE schedules SET
+    cron = :cron, every = :every, rrule = :rrule, timezone = :timezone, start_at = :start_at,
+    end_at = :end_at, jitter_seconds = :jitter_seconds, dst_nonexistent = :dst_nonexistent,
+    dst_ambiguous = :dst_ambiguous, task = :task, overlap = :overlap, catchup = :catchup,
+    catchup_window_seconds = :catchup_window_seconds, catchup_max_runs = :catchup_max_runs,
+    paused = :paused, pause_note = :pause_note, paused_at = :paused_at,
+    resumed_at = :resumed_at, resume_catchup = :resume_catchup, next_run_at = :next_run_at,
+    materialized_until = :materialized_until, buffered_at = :buffered_at,
+    version = version + 1, updated_at = :now
+WHERE id = :id AND version = :version AND deleted = 0
+RETURNING *;
+
+-- name: schedule_mark_deleted
+UPDATE schedules SET deleted = 1, version = version + 1, updated_at = :now, next_run_at = NULL,
+    buffered_at = NULL
+WHERE id = :id AND tenant_id = :tenant_id AND deleted = 0
+RETURNING *;
+
+-- name: schedule_revision_insert
+INSERT INTO schedule_revisions (schedule_id, at, actor, action, before, after)
+VALUES (:schedule_id, :now, :actor, :action, :before, :after);
+
+-- name: schedule_revision_list
+SELECT * FROM schedule_revisions
+WHERE schedule_id = :schedule_id AND id < :cursor
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: schedule_due
+-- The schedules a materializer round must look at: overlap=allow ones with an occurrence within
+-- the horizon, the others once an occurrence is due, and any with an occurrence waiting for the
+-- previous run (buffer_one), those last, least recently
+-- looked at first (a round moves their cursor, so more of them than a batch take turns). Each branch is a range scan of
+-- its own partial index.
+SELECT s.*, t.status AS last_task_status FROM (
+    SELECT *, 0 AS waiting FROM schedules
+    WHERE paused = 0 AND deleted = 0 AND overlap = 'allow' AND next_run_at <= :horizon
+    UNION ALL
+    SELECT *, 0 AS waiting FROM schedules
+    WHERE paused = 0 AND deleted = 0 AND overlap <> 'allow' AND next_run_at <= :now
+    UNION ALL
+    SELECT *, 1 AS waiting FROM schedules
+    WHERE buffered_at IS NOT NULL AND paused = 0 AND deleted = 0
+      AND overlap <> 'allow' AND (next_run_at IS NULL OR next_run_at > :now)
+) AS s
+LEFT JOIN tasks t ON t.id = s.last_task_id
+ORDER BY s.waiting, CASE WHEN s.waiting THEN s.materialized_until ELSE s.next_run_at END
+LIMIT :limit;
+
+-- name: schedule_guard
+SELECT version, materialized_until, buffered_at, paused, deleted FROM schedules WHERE id = :id;
+
+-- name: schedule_advance
+UPDATE schedules SET
+    materialized_until = :materialized_until, next_run_at = :next_run_at,
+    buffered_at = :buffered_at, last_task_id = coalesce(:last_task_id, last_task_id),
+    resumed_at = CASE WHEN :clear_resume THEN NULL ELSE resumed_at END,
+    resume_catchup = CASE WHEN :clear_resume THEN NULL ELSE resume_catchup END
+WHERE id = :id;
+
+-- name: schedule_tasks_at
+-- The tasks already made for some occurrences of a schedule (:instants is a JSON array).
+SELECT * FROM tasks
+WHERE schedule_id = :schedule_id
+  AND scheduled_for IN (SELECT value FROM json_each(:instants));
+
+-- name: schedule_tick_insert
+INSERT OR IGNORE INTO schedule_ticks (schedule_id, nominal, outcome, task_id, detail, recorded_at)
+VALUES (:schedule_id, :nominal, :outcome, :task_id, :detail, :now);
+
+-- name: schedule_tick_list
+SELECT * FROM schedule_ticks
+WHERE schedule_id = :schedule_id
+  AND (:outcomes IS NULL OR outcome IN (SELECT value FROM json_each(:outcomes)))
+  AND (:cursor_nominal IS NULL OR (nominal, outcome) < (:cursor_nominal, :cursor_outcome))
+ORDER BY nominal DESC, outcome DESC
+LIMIT :limit;
+
+-- name: schedule_tasks_drop_future
+-- Occurrences not started yet after :after go, so they can be made again under new settings.
+-- A task others depend on stays (deleting it would strand its dependents).
+DELETE FROM tasks
+WHERE schedule_id = :schedule_id AND scheduled_for > :after AND status = 'scheduled'
+  AND attempts = 0 AND has_dependents = 0
+RETURNING id;
+
+-- name: schedule_ticks_drop_future
+-- The ledger rows of the occurrences just forgotten (and instants that made no task).
+DELETE FROM schedule_ticks
+WHERE schedule_id = :schedule_id AND nominal > :after
+  AND outcome IN ('fired', 'dst_shifted', 'dst_skipped', 'caught_up', 'skipped_overlap')
+  AND (task_id IS NULL OR task_id IN (SELECT value FROM json_each(:task_ids)));
+
+-- name: schedule_tasks_cancel_pending
+-- Deleting a schedule cancels its occurrences that have not started.
+UPDATE tasks SET status = 'cancelled', version = version + 1, updated_at = :now,
+    finished_at = :now
+WHERE schedule_id = :schedule_id AND status IN ('scheduled', 'ready', 'blocked')
+  AND attempts = 0
+RETURNING id, has_dependents;

@@ -1,0 +1,138 @@
+"""PostgreSQL only (the multi-node store): the queue and lease queries keep their indexes under
+the generic plans prepared statements end up with, also with statistics taken when nothing ran
+(stale); limits hold across nodes; ``Signal.wait_after`` wakes on another node's notify."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import asyncpg
+
+from duetime.store import store_from_url
+from duetime.store.postgres.queues import QQ
+from duetime.types import ClaimRequest, NewTask, QueueSettings, TargetType
+
+WORKER = {"type": "worker"}
+HTTP = {"type": "http", "url": "http://127.0.0.1:9/hook", "method": "POST", "headers": {}}
+CLAIM_TYPES = "timestamptz, text[], text, text[], int, float8, float8, text, text, int"
+PROBE_TYPES = "text[], text[], text[], text[]"
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [plan]
+    for child in plan.get("Plans", []):
+        found.extend(_nodes(child))
+    return found
+
+
+async def _indexes(conn: asyncpg.Connection[Any], query: str, types: str, args: str) -> set[str]:
+    """Index names in the generic plan PostgreSQL uses for ``query`` after five executions."""
+    await conn.execute(f"PREPARE q({types}) AS {query.rstrip().rstrip(';')}")
+    try:
+        raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE q({args})")
+    finally:
+        await conn.execute("DEALLOCATE q")
+    return {n["Index Name"] for n in _nodes(json.loads(raw)[0]["Plan"]) if "Index Name" in n}
+
+
+async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
+    store = store_from_url(pg_url)
+    await store.open()
+    try:
+        await store.tenant_create("acme", tenant_id="t")
+        for queue in ("a", "b", "c"):
+            batch = [NewTask(tenant_id="t", target=WORKER, queue=queue) for _ in range(300)]
+            batch += [NewTask(tenant_id="t", target=HTTP, queue=queue) for _ in range(300)]
+            await store.task_create_many(batch)
+        await store.queue_put("t", "a", QueueSettings(max_concurrency=5))
+    finally:
+        await store.close()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute("ANALYZE")  # "nothing is running"
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        await conn.execute("SET enable_seqscan = off")
+        expected = {
+            "task_claim_limited_worker": (
+                CLAIM_TYPES,
+                "NULL, '{worker}', 'a', NULL, 5, NULL, 1, 'w', 't', 3",
+                "tasks_ready_worker_idx",
+            ),
+            "task_claim_limited_push": (
+                CLAIM_TYPES,
+                "NULL, '{http}', 'a', NULL, 5, NULL, 1, 'w', 't', 3",
+                "tasks_ready_push_idx",
+            ),
+            "queue_limited_ready_worker": (
+                PROBE_TYPES,
+                "'{t}', '{a}', '{worker}', NULL",
+                "tasks_ready_worker_idx",
+            ),
+            "queue_limited_ready_push": (
+                PROBE_TYPES,
+                "'{t}', '{a}', '{http}', NULL",
+                "tasks_ready_push_idx",
+            ),
+            "task_leases_get": (
+                "uuid[], text",
+                "'{00000000-0000-4000-8000-000000000000}', 't'",
+                "tasks_lease_id_idx",
+            ),
+        }
+        for name, (types, args, index) in expected.items():
+            used = await _indexes(conn, QQ[name], types, args)
+            assert index in used, f"{name} does not use {index}: {used}"
+    finally:
+        await conn.close()
+
+
+async def test_limited_claims_stay_exact_across_two_nodes(pg_url: str) -> None:
+    """Two stores (two nodes) racing for a limited queue never exceed its limit."""
+    a, b = store_from_url(pg_url), store_from_url(pg_url)
+    await a.open()
+    await b.open()
+    try:
+        await a.tenant_create("acme", tenant_id="t")
+        await a.task_create_many(
+            [NewTask(tenant_id="t", target=WORKER, queue="q") for _ in range(40)]
+        )
+        await a.queue_put("t", "q", QueueSettings(max_concurrency=7))
+
+        def claim(node: str) -> ClaimRequest:
+            return ClaimRequest(
+                worker_id=node,
+                limit=3,
+                target_types=frozenset({TargetType.WORKER}),
+                queue="q",
+                tenant_id="t",
+                lease_seconds=30,
+            )
+
+        batches = await asyncio.gather(
+            *(store.task_claim(claim(f"n{i}")) for i in range(6) for store in (a, b))
+        )
+        claimed = [lease.task.id for batch in batches for lease in batch]
+        assert len(claimed) == 7
+        assert len(set(claimed)) == 7
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_wait_after_wakes_on_another_nodes_notify(pg_url: str) -> None:
+    a, b = store_from_url(pg_url), store_from_url(pg_url)
+    await a.open()
+    await b.open()
+    try:
+        await a.tenant_create("acme", tenant_id="t")
+        seen = b.ready_signal.generation
+        waiting = asyncio.ensure_future(b.ready_signal.wait_after(seen, 5.0))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await a.task_create_many([NewTask(tenant_id="t", target=WORKER)])
+        assert await asyncio.wait_for(waiting, 5.0) is True
+    finally:
+        await a.close()
+        await b.close()
