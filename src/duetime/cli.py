@@ -454,6 +454,15 @@ def _add_schedule() -> None:
 _add_schedule()
 
 
+def _add_queue() -> None:
+    from duetime.queue_cli import queue_app
+
+    app.add_typer(queue_app, name="queue")
+
+
+_add_queue()
+
+
 def main() -> None:
     """Entry point of the ``duetime`` console script."""
     app()

@@ -1,4 +1,4 @@
-"""Settings, built once: command-line flags, then ``DUETIME_*`` environment variables, then defaults."""
+"""Settings, built once: command-line flags, then ``DUETIME_*`` variables, then defaults."""
 
 from __future__ import annotations
 

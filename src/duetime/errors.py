@@ -24,7 +24,7 @@ class DuetimeError(Exception):
 
 
 class ValidationError(DuetimeError):
-    """Input that cannot be accepted. ``field`` is a dotted path (``target.url``, ``depends_on.0``)."""
+    """Input that cannot be accepted. ``field`` is a dotted path (``target.url``, ``tasks.3``)."""
 
     def __init__(self, detail: str, field: str | None = None) -> None:
         super().__init__(detail)

@@ -7,11 +7,20 @@ from typing import Annotated
 import typer
 
 from duetime.cli import ApiKeyOption, UrlOption, api_client, errors_reported, print_json
-from duetime.sdk.client import DEFAULT_URL
+from duetime.errors import NotFound
+from duetime.sdk.client import DEFAULT_URL, Client
 
 queue_app = typer.Typer(help="Queues: settings and live figures.", no_args_is_help=True)
 
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="The queue's name.")]
+
+
+def _limit(client: Client, name: str) -> int | None:
+    """The queue's concurrency limit, kept across pause/resume (None for a queue never seen)."""
+    try:
+        return client.get_queue(name).max_concurrency
+    except NotFound:
+        return None
 
 
 @queue_app.command("list")
@@ -32,8 +41,7 @@ def queue_get(name: NameArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption
 def queue_pause(name: NameArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
     """Stop dispatching and leasing the queue's tasks (its concurrency limit is kept)."""
     with errors_reported(), api_client(url, api_key) as client:
-        current = client.get_queue(name)
-        queue = client.put_queue(name, paused=True, max_concurrency=current.max_concurrency)
+        queue = client.put_queue(name, paused=True, max_concurrency=_limit(client, name))
         print_json(queue.model_dump(mode="json"))
 
 
@@ -41,8 +49,7 @@ def queue_pause(name: NameArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOpti
 def queue_resume(name: NameArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
     """Dispatch and lease the queue's tasks again."""
     with errors_reported(), api_client(url, api_key) as client:
-        current = client.get_queue(name)
-        queue = client.put_queue(name, paused=False, max_concurrency=current.max_concurrency)
+        queue = client.put_queue(name, paused=False, max_concurrency=_limit(client, name))
         print_json(queue.model_dump(mode="json"))
 
 

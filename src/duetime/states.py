@@ -66,7 +66,7 @@ TRANSITIONS: dict[tuple[TaskStatus | None, TaskStatus], str] = {
     (S.FAILED, S.READY): "retry",
     (S.CANCELLED, S.READY): "retry",
 }
-"""Every legal edge, keyed (from, to); ``None`` is "does not exist yet". The value names the action."""
+"""Every legal edge, keyed (from, to); ``None`` is "not yet created". The value names the action."""
 
 
 def is_legal(before: TaskStatus | None, after: TaskStatus) -> bool:

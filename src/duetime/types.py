@@ -172,7 +172,7 @@ class NewTask:
 
 @dataclass(frozen=True, slots=True)
 class TaskCreated:
-    """The result of one create: the task, and whether this call made it (False = idempotent hit)."""
+    """One create's result: the task, and whether this call made it (False = idempotent hit)."""
 
     task: Task
     created: bool

@@ -61,7 +61,7 @@ class ReadyWatch:
     def closing(self) -> bool:
         return self._closed.is_set()
 
-    async def wait(self, seen: int, timeout: float) -> None:  # noqa: ASYNC109
+    async def wait(self, seen: int, timeout: float) -> None:
         """Return when the signal fired since ``seen`` was read, after ``timeout``, or on close."""
         if self.closing or timeout <= 0:
             return

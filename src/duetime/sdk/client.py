@@ -40,7 +40,6 @@ import pydantic
 from duetime import __version__, errors
 from duetime.sdk.errors import TransportError, error_from_response
 from duetime.sdk.leases import LeaseCalls
-from duetime.sdk.schedules import ScheduleCalls
 from duetime.sdk.models import (
     ApiKeyCreated,
     Attempt,
@@ -51,6 +50,8 @@ from duetime.sdk.models import (
     Tenant,
     TenantCreated,
 )
+from duetime.sdk.queues import QueueCalls
+from duetime.sdk.schedules import ScheduleCalls
 from duetime.types import TaskStatus
 
 __all__ = ["DEFAULT_URL", "AsyncClient", "Client"]
@@ -355,7 +356,7 @@ class _TenantCalls(_Api):
         return True
 
 
-class AsyncClient(_TaskCalls, _TenantCalls, LeaseCalls, ScheduleCalls):
+class AsyncClient(_TaskCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls):
     """Async client for the duetime HTTP API.
 
     ``AsyncClient(base_url="http://127.0.0.1:8080", api_key=None, *, timeout=10.0,
@@ -517,6 +518,9 @@ class Client:
     complete_leases = _blocking(AsyncClient.complete_leases)
     fail_leases = _blocking(AsyncClient.fail_leases)
     list_workers = _blocking(AsyncClient.list_workers)
+    list_queues = _blocking(AsyncClient.list_queues)
+    get_queue = _blocking(AsyncClient.get_queue)
+    put_queue = _blocking(AsyncClient.put_queue)
     create_schedule = _blocking(AsyncClient.create_schedule)
     get_schedule = _blocking(AsyncClient.get_schedule)
     list_schedules = _blocking(AsyncClient.list_schedules)

@@ -76,11 +76,13 @@ class Signal(Protocol):
 class Store(Protocol):
     """The durable state of duetime."""
 
-    ready_signal: Signal
-    """Fired when tasks become ``ready`` (create, promote, retry, unblock), on every node."""
+    @property
+    def ready_signal(self) -> Signal:
+        """Fired when tasks become ``ready`` (create, promote, retry, unblock), on every node."""
 
-    due_signal: Signal
-    """Fired when a task gets a ``due_at`` earlier than the promoter may be sleeping until."""
+    @property
+    def due_signal(self) -> Signal:
+        """Fired when a task gets a ``due_at`` earlier than the promoter may be sleeping until."""
 
     # -- life of the store -------------------------------------------------------------------
 
@@ -317,8 +319,8 @@ class Store(Protocol):
         its ``last_task_id`` task: those neither paused nor deleted with ``overlap = allow`` and
         ``next_run_at <= horizon`` or with another overlap and ``next_run_at <= now`` (earliest
         ``next_run_at`` first), then those with a ``buffered_at`` and nothing due
-        (``waiting=True``, smallest ``materialized_until`` first). Reads only such schedules (partial indexes): the
-        cost grows with the occurrences due, not with the schedules stored."""
+        (``waiting=True``, smallest ``materialized_until`` first). Reads only such schedules
+        (partial indexes): the cost grows with the occurrences due, not with schedules stored."""
 
     async def schedule_advance(self, advances: Sequence[ScheduleAdvance]) -> list[bool]:
         """Apply materializer plans in one transaction; per item True when applied.

@@ -74,7 +74,7 @@ class PgSignal:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    async def wait_after(self, generation: int, timeout: float) -> bool:  # noqa: ASYNC109
+    async def wait_after(self, generation: int, timeout: float) -> bool:
         """True once :attr:`generation` differs from ``generation`` (False after ``timeout``);
         consumes nothing, so it never takes a wake-up from :meth:`wait`'s waiter."""
         if self.generation != generation:
@@ -85,7 +85,7 @@ class PgSignal:
             return self.generation != generation
         return True
 
-    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 (the Signal protocol)
+    async def wait(self, timeout: float) -> bool:
         if not self._event.is_set():
             try:
                 await asyncio.wait_for(self._event.wait(), timeout)

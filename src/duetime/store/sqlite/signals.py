@@ -61,7 +61,7 @@ class LocalSignal:
         # Everyone waiting has been told; nobody owes the next wait a wake-up.
         self._pending = False
 
-    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 (the Signal protocol)
+    async def wait(self, timeout: float) -> bool:
         """True when notified since the last wait (or during this one); False after ``timeout``."""
         if self._pending:
             self._pending = False
@@ -79,7 +79,7 @@ class LocalSignal:
             self._waiters.discard(waiter)
         return True
 
-    async def wait_after(self, generation: int, timeout: float) -> bool:  # noqa: ASYNC109
+    async def wait_after(self, generation: int, timeout: float) -> bool:
         """True once :attr:`generation` differs from ``generation`` (False after ``timeout``);
         consumes nothing, so it never takes a wake-up from :meth:`wait`'s waiter."""
         if self.generation != generation:
