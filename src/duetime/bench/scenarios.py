@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 import httpx
+import orjson
 
 from duetime.bench.harness import NodeOptions, Proc, receiver_records, start_node, start_receiver
 
@@ -282,9 +283,53 @@ def immediate_http(config: BenchConfig, workdir: Path) -> Figures:
     }
 
 
+def immediate_worker(config: BenchConfig, workdir: Path) -> Figures:
+    """Create → handler start for immediate ``worker`` tasks under light load (50 creates/s),
+    one SDK worker process long-polling the queue."""
+    import subprocess
+    import sys
+
+    out = workdir / "started.json"
+    with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "duetime.bench.workerproc", proc.url, str(out), "imm"],
+            stdout=(workdir / "worker.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            body = {"target": {"type": "worker"}, "name": "noop", "queue": "imm"}
+
+            async def create_all(count: int) -> dict[str, float]:
+                returned: dict[str, float] = {}
+                async with aiohttp.ClientSession() as session:
+                    for _ in range(count):
+                        async with session.post(f"{proc.url}/v1/tasks", json=body) as r:
+                            made = await r.json()
+                        returned[made["id"]] = time.time()
+                        await asyncio.sleep(0.02)
+                return returned
+
+            count = min(config.tasks, 1000)
+            asyncio.run(create_all(50))  # warm up: the worker is polling by now
+            returned = asyncio.run(create_all(count))
+            wait_succeeded(proc.url, count + 50)
+        finally:
+            worker.terminate()
+            worker.wait(30)
+    started = orjson.loads(out.read_bytes())
+    latencies = [started[t] - at for t, at in returned.items()]
+    return {
+        "samples": float(len(latencies)),
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p95_ms": percentile(latencies, 95) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+    }
+
+
 SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
     "burst-http": burst_http,
     "immediate-http": immediate_http,
+    "immediate-worker": immediate_worker,
     "create-latency": create_latency,
     "create-throughput": create_throughput,
 }
