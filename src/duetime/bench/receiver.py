@@ -1,9 +1,9 @@
 """A minimal, fast webhook receiver for benchmarks and acceptance tests (loopback only).
 
 It answers every POST with ``204`` and records, per request, the ``duetime-task-id``,
-``duetime-attempt`` and ``webhook-id`` headers and the arrival time. ``GET /_records`` returns
-every record as JSON lines; ``GET /_count`` the number of requests. ``fail_every=N`` answers every
-Nth request with 500, for retry paths.
+``duetime-attempt``, ``webhook-id`` and ``duetime-scheduled-for`` headers and the arrival time.
+``GET /_records`` returns every record as JSON lines; ``GET /_count`` the number of requests.
+``fail_every=N`` answers every Nth request with 500, for retry paths.
 
 Built on httptools over a raw asyncio protocol (uvloop when present), because a receiver slower
 than duetime would measure itself instead.
@@ -21,7 +21,7 @@ import orjson
 
 class _State:
     def __init__(self, fail_every: int) -> None:
-        self.records: list[tuple[str, int, str, float]] = []
+        self.records: list[tuple[str, int, str, float, str]] = []
         self.requests = 0
         self.fail_every = fail_every
 
@@ -59,8 +59,11 @@ class _Protocol(asyncio.Protocol):
         state = self.state
         if self.url.startswith(b"/_records"):
             body = b"".join(
-                orjson.dumps({"task_id": t, "attempt": a, "webhook_id": w, "at": at}) + b"\n"
-                for t, a, w, at in state.records
+                orjson.dumps(
+                    {"task_id": t, "attempt": a, "webhook_id": w, "at": at, "scheduled_for": s}
+                )
+                + b"\n"
+                for t, a, w, at, s in state.records
             )
             self._reply(b"200 OK", body)
             return
@@ -75,6 +78,7 @@ class _Protocol(asyncio.Protocol):
                 int(h.get(b"duetime-attempt", b"0")),
                 h.get(b"webhook-id", b"").decode(),
                 time.time(),
+                h.get(b"duetime-scheduled-for", b"").decode(),
             )
         )
         if state.fail_every and state.requests % state.fail_every == 0:

@@ -326,10 +326,65 @@ def immediate_worker(config: BenchConfig, workdir: Path) -> Figures:
     }
 
 
+def herd_schedules(config: BenchConfig, workdir: Path) -> Figures:
+    """N schedules on ``* * * * *`` (every minute), all firing at the same instant: due-lag of
+    one minute's N webhook deliveries (``DUETIME_BENCH_JITTER`` seconds of jitter, default 0)."""
+    jitter = int(os.environ.get("DUETIME_BENCH_JITTER", "0"))
+    receiver = start_receiver(workdir)
+    try:
+        with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+            body = {
+                "cron": "* * * * *",
+                "jitter_seconds": jitter,
+                "task": {"target": {"type": "http", "url": f"{receiver.url}/hook"}},
+            }
+
+            async def create_all() -> None:
+                connector = aiohttp.TCPConnector(limit=16)
+                async with aiohttp.ClientSession(connector=connector) as session:
+
+                    async def one(_: int) -> None:
+                        async with session.post(f"{proc.url}/v1/schedules", json=body) as r:
+                            if r.status != 201:
+                                raise RuntimeError(f"{r.status} {await r.text()}")
+
+                    await asyncio.gather(*(one(i) for i in range(config.tasks)))
+
+            asyncio.run(create_all())
+            # The first whole minute every schedule fires in, a little after creation ended.
+            minute = (int(time.time()) // 60 + 1) * 60
+            if minute - time.time() < 5:
+                minute += 60
+            time.sleep(max(0.0, minute + 60 + jitter - time.time()))
+            nominal = datetime.fromtimestamp(minute, UTC)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                arrived = [
+                    float(r["at"])  # type: ignore[arg-type]
+                    for r in receiver_records(receiver.url)
+                    if r["scheduled_for"]
+                    and datetime.fromisoformat(str(r["scheduled_for"])) == nominal
+                ]
+                if len(arrived) >= config.tasks:
+                    break
+                time.sleep(0.5)
+    finally:
+        receiver.stop(5)
+    lags = [at - minute for at in arrived]
+    return {
+        "schedules": float(config.tasks),
+        "delivered_for_the_minute": float(len(arrived)),
+        "lag_p50_s": percentile(lags, 50),
+        "lag_p99_s": percentile(lags, 99),
+        "lag_max_s": max(lags) if lags else float("nan"),
+    }
+
+
 SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
     "burst-http": burst_http,
     "immediate-http": immediate_http,
     "immediate-worker": immediate_worker,
+    "herd-schedules": herd_schedules,
     "create-latency": create_latency,
     "create-throughput": create_throughput,
 }
