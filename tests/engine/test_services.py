@@ -272,3 +272,49 @@ async def test_engine_delivers_due_tasks_in_real_time(store_url: str) -> None:
         assert fake.closed
     finally:
         await real.close()
+
+
+async def test_saturated_dispatcher_claims_a_batch_not_single_tasks(
+    store: Store, clock: FakeClock
+) -> None:
+    """With every slot busy, the dispatcher waits for a quarter of its slots before claiming
+    again, so a busy node pays one store round trip per batch, not per freed slot."""
+    tenant = await make_tenant(store)
+    for _ in range(12):
+        await create(store, tenant)
+    gates: list[asyncio.Event] = []
+    started = asyncio.Semaphore(0)
+
+    async def held(_: Delivery) -> Outcome:
+        gate = asyncio.Event()
+        gates.append(gate)
+        started.release()
+        await gate.wait()
+        return Outcome(AttemptOutcome.SUCCEEDED, retryable=False, http_status=200)
+
+    d = Dispatcher(
+        store,
+        {TargetType.HTTP: FakeDeliverer(held)},
+        clock,
+        node_id="node-a",
+        concurrency=8,
+        batch=8,
+        poll_interval=0.01,
+        lease_grace=5,
+    )
+    await d.start()
+    assert await d.run_once() == 8
+    for _ in range(8):
+        await started.acquire()
+    waiting = asyncio.create_task(d.wait(8))
+    gates[0].set()
+    await asyncio.sleep(0.05)
+    assert not waiting.done(), "one free slot of eight is not worth a claim"
+    gates[1].set()
+    await asyncio.wait_for(waiting, 1)
+    assert await d.run_once() == 2
+    for _ in range(2):
+        await started.acquire()
+    for gate in gates:
+        gate.set()
+    await d.drain(grace=5)

@@ -54,6 +54,8 @@ class Dispatcher(Service):
         self._completer = Completer(store, batch=500)
         self._inflight: set[asyncio.Task[None]] = set()
         self._slot_free = asyncio.Event()
+        self._low_water = max(1, min(batch, concurrency // 4))
+        """Free slots worth a claim while saturated."""
 
     async def start(self) -> None:
         self._completer.start()
@@ -86,11 +88,17 @@ class Dispatcher(Service):
         return len(leases)
 
     async def wait(self, did: int) -> None:
-        if len(self._inflight) >= self._concurrency:
-            self._slot_free.clear()
-            await self._slot_free.wait()
+        if self._free() < self._low_water:
+            # Saturated: wait until a useful batch of slots is free before claiming again, so a
+            # busy node claims (and pays a store round trip for) many tasks at a time, not one.
+            while self._free() < self._low_water and not self.stopping:
+                self._slot_free.clear()
+                await self._slot_free.wait()
         elif did == 0:
             await self._store.ready_signal.wait(self._poll)
+
+    def _free(self) -> int:
+        return self._concurrency - len(self._inflight)
 
     def _done(self, job: asyncio.Task[None]) -> None:
         self._inflight.discard(job)
