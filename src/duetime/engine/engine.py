@@ -23,6 +23,7 @@ from duetime.engine.materializer import Materializer, MaterializerConfig
 from duetime.engine.promoter import Promoter
 from duetime.engine.reaper import Reaper
 from duetime.engine.service import Service
+from duetime.schedule.plan import PlanLimits
 from duetime.store import Store
 from duetime.types import TargetType
 
@@ -60,7 +61,13 @@ class Engine:
             store,
             self.leader,
             self.clock,
-            MaterializerConfig(interval=min(1.0, settings.poll_interval_seconds)),
+            MaterializerConfig(
+                interval=min(1.0, settings.poll_interval_seconds),
+                # Not a whole number of minutes: the next occurrences of every-minute (and
+                # hourly) herds are made half-way between firings, not at the very instant the
+                # herd fires and the node is busy delivering it.
+                limits=PlanLimits(horizon_seconds=90.0),
+            ),
         )
         self.dispatcher = Dispatcher(
             store,
