@@ -248,6 +248,12 @@ class Lease:
     lease_expires_at: datetime
     attempt: int
 
+    @classmethod
+    def of(cls, task: Task) -> Lease:
+        """The lease a ``running`` task is held under (its attempt is the task's attempt count)."""
+        assert task.lease_id is not None and task.lease_expires_at is not None
+        return cls(task, task.lease_id, task.lease_expires_at, task.attempts)
+
 
 @dataclass(frozen=True, slots=True)
 class Completion:

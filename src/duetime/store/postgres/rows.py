@@ -120,14 +120,7 @@ def new_task_from_row(new: NewTask, task_id: str, parents: tuple[str, ...], r: R
 
 def lease_from_row(r: Row) -> Lease:
     """A ``running`` task row as the :class:`Lease` its holder works under."""
-    task = task_from_row(r)
-    assert task.lease_id is not None and task.lease_expires_at is not None
-    return Lease(
-        task=task,
-        lease_id=task.lease_id,
-        lease_expires_at=task.lease_expires_at,
-        attempt=task.attempts,
-    )
+    return Lease.of(task_from_row(r))
 
 
 def attempt_from_row(r: Row) -> Attempt:

@@ -132,14 +132,7 @@ def _json_or_text(text: str | None) -> Any:
 
 def lease_from_row(row: Row) -> Lease:
     """A :class:`Lease` on a ``running`` task row (the attempt is the task's attempt count)."""
-    task = task_from_row(row)
-    assert task.lease_id is not None and task.lease_expires_at is not None
-    return Lease(
-        task=task,
-        lease_id=task.lease_id,
-        lease_expires_at=task.lease_expires_at,
-        attempt=task.attempts,
-    )
+    return Lease.of(task_from_row(row))
 
 
 def attempt_from_row(row: Row) -> Attempt:
