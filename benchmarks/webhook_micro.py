@@ -26,7 +26,8 @@ import aiohttp
 from duetime.auth import new_signing_secret
 from duetime.delivery.base import Delivery
 from duetime.delivery.webhook import WebhookDeliverer
-from duetime.types import AttemptOutcome, RetryPolicy, Task, TaskStatus
+from duetime.testing.fakes import running_task
+from duetime.types import AttemptOutcome, Task
 
 RESPONSE = (
     b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
@@ -69,26 +70,11 @@ def serve() -> None:
 
 def make_tasks(url: str, count: int) -> list[Task]:
     now = datetime.now(UTC)
-    base = Task(
-        id="",
+    base = running_task(
+        {"type": "http", "url": url},
         tenant_id="bench",
         name="bench",
-        queue="default",
-        status=TaskStatus.RUNNING,
-        version=1,
-        target={"type": "http", "url": url},
         payload_json='{"report": "2030-01", "rows": [1, 2, 3], "customer": 42}',
-        idempotency_key=None,
-        priority=0,
-        retry=RetryPolicy(),
-        timeout_seconds=30.0,
-        depends_on=(),
-        concurrency_key=None,
-        labels={},
-        attempts=1,
-        series_start=0,
-        schedule_id=None,
-        scheduled_for=None,
         run_at=now,
         due_at=now,
         created_at=now,

@@ -28,7 +28,8 @@ from duetime.delivery.base import Delivery
 from duetime.delivery.netguard import StaticResolver
 from duetime.delivery.webhook import WebhookDeliverer, check_http_target, parse_retry_after
 from duetime.errors import ValidationError
-from duetime.types import AttemptOutcome, RetryPolicy, Task, TaskStatus
+from duetime.testing.fakes import running_task
+from duetime.types import AttemptOutcome, Task
 
 SECRET_A = new_signing_secret()
 SECRET_B = new_signing_secret()
@@ -160,34 +161,11 @@ async def guarded() -> AsyncIterator[WebhookDeliverer]:
 
 
 def make_task(url: str, **changes: Any) -> Task:
-    now = datetime(2030, 1, 1, tzinfo=UTC)
     target = {"type": "http", "url": url, **changes.pop("target", {})}
-    task = Task(
-        id="0190f000-0000-7000-8000-000000000001",
-        tenant_id="default",
-        name="send-report",
-        queue="default",
-        status=TaskStatus.RUNNING,
-        version=3,
-        target=target,
-        payload_json='{"report": "2030-01", "rows": [1, 2, 3], "name": "Zoë"}',
-        idempotency_key=None,
-        priority=0,
-        retry=RetryPolicy(),
-        timeout_seconds=5.0,
-        depends_on=(),
-        concurrency_key=None,
-        labels={},
-        attempts=1,
-        series_start=0,
-        schedule_id=None,
-        scheduled_for=None,
-        run_at=now,
-        due_at=now,
-        created_at=now,
-        updated_at=now,
-    )
-    return replace(task, **changes)
+    changes.setdefault("version", 3)
+    changes.setdefault("timeout_seconds", 5.0)
+    changes.setdefault("payload_json", '{"report": "2030-01", "rows": [1, 2, 3], "name": "Zoë"}')
+    return running_task(target, **changes)
 
 
 def delivery(
