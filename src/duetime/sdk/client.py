@@ -147,30 +147,57 @@ class _Api:
         Raises the typed :class:`~duetime.sdk.errors.ApiError` for a non-2xx answer and
         :class:`~duetime.sdk.errors.TransportError` when there is no answer.
         """
+        return _decoded(await self._send(method, path, body=body, params=params))
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = UNSET,
+        params: Params | None = None,
+        extra_read_seconds: float = 0.0,
+    ) -> httpx.Response:
+        """Send one call and return its 2xx response; errors as in :meth:`_request`.
+        ``extra_read_seconds`` stretches the read timeout (for long polls)."""
         content: bytes | None = None
         headers: dict[str, str] = {}
         if body is not UNSET:
             content = orjson.dumps(body)
             headers["content-type"] = "application/json"
+        timeout: httpx.Timeout | None = None
+        if extra_read_seconds:
+            base = self._http.timeout
+            read = None if base.read is None else base.read + extra_read_seconds
+            timeout = httpx.Timeout(base.connect, read=read, write=base.write, pool=base.pool)
         try:
             response = await self._http.request(
-                method, path, content=content, params=params, headers=headers
+                method,
+                path,
+                content=content,
+                params=params,
+                headers=headers,
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
             )
         except httpx.TimeoutException as exc:
             raise TransportError(f"{method} {self.base_url}{path}: timed out ({exc})") from exc
         except httpx.TransportError as exc:
             raise TransportError(f"cannot reach {self.base_url}: {exc}") from exc
-        decoded: Any = None
-        if response.content:
-            try:
-                decoded = orjson.loads(response.content)
-            except orjson.JSONDecodeError:
-                decoded = response.text
         if response.is_success:
-            return decoded
+            return response
         raise error_from_response(
-            response.status_code, response.reason_phrase, decoded, response.headers
+            response.status_code, response.reason_phrase, _decoded(response), response.headers
         )
+
+
+def _decoded(response: httpx.Response) -> Any:
+    """A response body as JSON (its text when it is not JSON; None when empty)."""
+    if not response.content:
+        return None
+    try:
+        return orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        return response.text
 
 
 class _TaskCalls(_Api):

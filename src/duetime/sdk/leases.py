@@ -20,13 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx
-import orjson
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from duetime import errors
-from duetime.sdk.errors import TransportError, error_from_response
 from duetime.sdk.models import (
     AckResult,
     Lease,
@@ -119,33 +116,9 @@ class LeaseCalls(_Api):
 
     async def _long_poll(self, path: str, body: Any, wait_seconds: float) -> bytes:
         """POST ``body`` and return the raw 2xx body, with the read timeout stretched by
-        ``wait_seconds`` (``_Api._request`` uses the client's fixed timeout). Errors as in
-        :meth:`_Api._request`."""
-        base = self._http.timeout
-        read = None if base.read is None else base.read + wait_seconds
-        timeout = httpx.Timeout(base.connect, read=read, write=base.write, pool=base.pool)
-        try:
-            response = await self._http.post(
-                path,
-                content=orjson.dumps(body),
-                headers={"content-type": "application/json"},
-                timeout=timeout,
-            )
-        except httpx.TimeoutException as exc:
-            raise TransportError(f"POST {self.base_url}{path}: timed out ({exc})") from exc
-        except httpx.TransportError as exc:
-            raise TransportError(f"cannot reach {self.base_url}: {exc}") from exc
-        if response.is_success:
-            return response.content
-        decoded: Any = None
-        if response.content:
-            try:
-                decoded = orjson.loads(response.content)
-            except orjson.JSONDecodeError:
-                decoded = response.text
-        raise error_from_response(
-            response.status_code, response.reason_phrase, decoded, response.headers
-        )
+        ``wait_seconds``. Errors as in :meth:`_Api._request`."""
+        response = await self._send("POST", path, body=body, extra_read_seconds=wait_seconds)
+        return response.content
 
     async def heartbeat(self, lease_id: str, extend_seconds: float | None = None) -> LeaseExtension:
         """Extend a lease to ``extend_seconds`` from now (server default when None).
