@@ -1,7 +1,7 @@
 """Micro-benchmark of the webhook hot path: signed deliveries per second, store and engine left out.
 
-Starts a minimal HTTP receiver in a separate process (httptools on uvloop, keep-alive, answers
-``{"ok":true}``), then pushes ``--count`` signed deliveries through one
+Starts the minimal receiver the node benchmarks use (:mod:`duetime.bench.receiver`, httptools
+on uvloop, keep-alive, answers 204) in a separate process, then pushes ``--count`` signed deliveries through one
 :class:`duetime.delivery.webhook.WebhookDeliverer` with ``--concurrency`` in flight, ``--runs``
 times, and prints the median rate next to the machine and the configuration::
 
@@ -15,57 +15,20 @@ import asyncio
 import os
 import platform
 import statistics
-import subprocess
-import sys
+import tempfile
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import aiohttp
 
 from duetime.auth import new_signing_secret
+from duetime.bench.harness import start_receiver
 from duetime.delivery.base import Delivery
 from duetime.delivery.webhook import WebhookDeliverer
 from duetime.testing.fakes import running_task
 from duetime.types import AttemptOutcome, Task
-
-RESPONSE = (
-    b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
-)
-
-
-def serve() -> None:
-    """The receiver process: print the port, answer every request with 200 until killed."""
-    import httptools
-    import uvloop
-
-    class Receiver(asyncio.Protocol):
-        def __init__(self) -> None:
-            self.parser = httptools.HttpRequestParser(self)
-            self.transport: asyncio.Transport | None = None
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
-
-        def data_received(self, data: bytes) -> None:
-            try:
-                self.parser.feed_data(data)
-            except httptools.HttpParserError:
-                assert self.transport is not None
-                self.transport.close()
-
-        def on_message_complete(self) -> None:
-            assert self.transport is not None
-            self.transport.write(RESPONSE)
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(Receiver, "127.0.0.1", 0, backlog=4096)
-        port = server.sockets[0].getsockname()[1]
-        print(port, flush=True)
-        await server.serve_forever()
-
-    uvloop.run(main())
 
 
 def make_tasks(url: str, count: int) -> list[Task]:
@@ -103,9 +66,9 @@ async def one_run(
     return elapsed, len(errors)
 
 
-async def bench(args: argparse.Namespace, port: int) -> None:
+async def bench(args: argparse.Namespace, url: str) -> None:
     secrets = tuple(new_signing_secret() for _ in range(args.secrets))
-    tasks = make_tasks(f"http://127.0.0.1:{port}/hook", args.count)
+    tasks = make_tasks(f"{url}/hook", args.count)
     deliverer = WebhookDeliverer(allow_private=True, max_connections=args.concurrency)
     rates: list[float] = []
     try:
@@ -126,7 +89,7 @@ async def bench(args: argparse.Namespace, port: int) -> None:
     )
     print(
         f"config: count={args.count} concurrency={args.concurrency} secrets={args.secrets} "
-        f"receiver=httptools+uvloop (separate process)"
+        f"receiver=duetime.bench.receiver (separate process)"
     )
     print(f"median: {statistics.median(rates):,.0f} signed deliveries/s")
 
@@ -138,26 +101,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--secrets", type=int, default=1, help="signatures per delivery")
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        serve()
-        return
-    receiver = subprocess.Popen(
-        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert receiver.stdout is not None
-        port = int(receiver.stdout.readline())
-        if args.loop == "uvloop":
-            import uvloop
+    with tempfile.TemporaryDirectory(prefix="duetime-webhook-micro-") as tmp:
+        receiver = start_receiver(Path(tmp))  # the same receiver the node benchmarks use
+        try:
+            if args.loop == "uvloop":
+                import uvloop
 
-            uvloop.run(bench(args, port))
-        else:
-            asyncio.run(bench(args, port))
-    finally:
-        receiver.terminate()
-        receiver.wait(timeout=10)
+                uvloop.run(bench(args, receiver.url))
+            else:
+                asyncio.run(bench(args, receiver.url))
+        finally:
+            receiver.stop(10)
 
 
 if __name__ == "__main__":
