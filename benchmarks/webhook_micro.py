@@ -1,9 +1,10 @@
 """Micro-benchmark of the webhook hot path: signed deliveries per second, store and engine left out.
 
-Starts the minimal receiver the node benchmarks use (:mod:`duetime.bench.receiver`, httptools
-on uvloop, keep-alive, answers 204) in a separate process, then pushes ``--count`` signed
-deliveries through one :class:`duetime.delivery.webhook.WebhookDeliverer` with
-``--concurrency`` in flight, ``--runs`` times, and prints the median rate next to the machine and the configuration::
+Starts the minimal receiver the node benchmarks use (:mod:`duetime.bench.receiver`:
+httptools on uvloop, keep-alive, answers 204) in a separate process, then pushes ``--count``
+signed deliveries through one :class:`duetime.delivery.webhook.WebhookDeliverer` with
+``--concurrency`` in flight, ``--runs`` times, and prints the median rate next to the machine
+and the configuration::
 
     .venv/bin/python benchmarks/webhook_micro.py --count 5000 --concurrency 256 --runs 3
 """
