@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+_M = TypeVar("_M", Counter, Gauge, Histogram)
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def child(metric: _M, *values: str) -> _M:
+    """``metric.labels(*values)``, remembered: the hot paths call this once per task, and
+    ``labels()`` validates and locks on every call. (prometheus keeps every child anyway.)"""
+    key = (id(metric), *values)
+    found = _children.get(key)
+    if found is None:
+        found = _children[key] = metric.labels(*values)
+    return found
+
 
 DUE_LAG = Histogram(
     "duetime_due_lag_seconds",

@@ -157,8 +157,8 @@ class LeaseHub:
             if await request.is_disconnected():
                 break  # nobody to hand leases to: leave the tasks for the next poll
         if leases:
-            metrics.LEASES_GRANTED.labels(queue).inc(len(leases))
-            lag = metrics.DUE_LAG.labels(queue)
+            metrics.child(metrics.LEASES_GRANTED, queue).inc(len(leases))
+            lag = metrics.child(metrics.DUE_LAG, queue)
             for lease in leases:
                 task = lease.task
                 if task.started_at is not None:
@@ -203,7 +203,7 @@ class LeaseHub:
                 out.append(AckResult(item.lease_id, None if lease is None else lease.task.id))
                 continue
             task = lease.task
-            metrics.ATTEMPTS.labels(task.queue, item.outcome.value).inc()
+            metrics.child(metrics.ATTEMPTS, task.queue, item.outcome.value).inc()
             freed.add((task.tenant_id, task.queue))
             out.append(AckResult(item.lease_id, task.id, result.status))
         stale = sum(1 for r in out if r.task_status is None)

@@ -29,13 +29,13 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import aiohttp
 import orjson
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from duetime.clock import Clock, SystemClock
 from duetime.delivery.base import RESULT_LIMIT_BYTES, Delivery, Outcome
+from duetime.delivery.http1 import ConnectError, HttpClientError, HttpPool, ResolveError
 from duetime.delivery.netguard import (
     ALLOW_HINT,
     ForbiddenAddressError,
@@ -162,38 +162,16 @@ def _snippet(body: bytes) -> str:
     return text
 
 
-async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
-    """Up to ``RESULT_LIMIT_BYTES + 1`` bytes of the body: enough to know if it was truncated.
-
-    A body read to its end lets the connection go back to the pool; a longer one is left unread
-    and aiohttp closes that connection instead of draining a large answer nobody keeps.
-    """
-    content = response.content
-    limit = RESULT_LIMIT_BYTES + 1
-    data = await content.read(limit)
-    if not data or len(data) >= limit or content.at_eof():
-        return data
-    parts = [data]
-    size = len(data)
-    while size < limit:
-        chunk = await content.read(limit - size)
-        if not chunk:
-            break
-        parts.append(chunk)
-        size += len(chunk)
-    return b"".join(parts)
-
-
 class _Refused(Exception):
     """A delivery that must fail at once without a retry."""
 
 
 class WebhookDeliverer:
-    """Delivers ``http`` tasks with one shared aiohttp session (keep-alive pool).
+    """Delivers ``http`` tasks through one shared keep-alive pool (:mod:`duetime.delivery.http1`).
 
     ``allow_private`` lifts the private-address guard (``DUETIME_ALLOW_PRIVATE_TARGETS`` or dev
     mode). ``resolver`` replaces DNS (tests inject a fake one); whatever it answers is checked by
-    the guard before aiohttp dials it. ``max_connections`` bounds open connections across all
+    the guard before anything is dialled. ``max_connections`` bounds open connections across all
     receivers. ``clock`` supplies ``webhook-timestamp`` and "now" for ``Retry-After`` dates; it
     must be a real clock for receivers to accept the signatures.
     """
@@ -212,29 +190,22 @@ class WebhookDeliverer:
         self._max_connections = max_connections
         self._user_agent = user_agent
         self._clock: Clock = clock or SystemClock()
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: HttpPool | None = None
         self._closed = False
         # url text -> the URL to request, or the reason it is refused (parsed once per target).
         self._urls: dict[str, URL | str] = {}
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        session = self._session
-        if session is None:
+    def _get_pool(self) -> HttpPool:
+        # No cookies, no proxy from the environment, no redirects: we dial what we checked.
+        pool = self._pool
+        if pool is None:
             inner = self._resolver if self._resolver is not None else DefaultResolver()
-            connector = aiohttp.TCPConnector(
-                limit=self._max_connections,
-                resolver=GuardedResolver(inner, allow_private=self._allow_private),
-                ttl_dns_cache=10,
+            pool = self._pool = HttpPool(
+                GuardedResolver(inner, allow_private=self._allow_private),
+                max_connections=self._max_connections,
+                body_limit=RESULT_LIMIT_BYTES + 1,
             )
-            session = self._session = aiohttp.ClientSession(
-                connector=connector,
-                # Receivers' cookies must never travel to the next task's request.
-                cookie_jar=aiohttp.DummyCookieJar(),
-                headers={"User-Agent": self._user_agent},
-                trust_env=False,  # no proxy from the environment: we dial what we checked
-            )
-        return session
+        return pool
 
     def _url(self, text: object) -> URL:
         cached = self._urls.get(text) if isinstance(text, str) else None
@@ -269,17 +240,12 @@ class WebhookDeliverer:
             url = url.with_host(str(ip))
         return url
 
-    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        timeout = self._timeouts.get(seconds)
-        if timeout is None:
-            timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
-        return timeout
-
     def _headers(self, delivery: Delivery, body: bytes, extra: object) -> dict[str, str]:
         task = delivery.task
         msg_id = "msg_" + task.id
         timestamp = int(self._clock.now().timestamp())
         headers = {
+            "user-agent": self._user_agent,
             "content-type": _JSON,
             HEADER_ID: msg_id,
             HEADER_TIMESTAMP: str(timestamp),
@@ -344,64 +310,49 @@ class WebhookDeliverer:
                 raise _Refused(f"target method {method} is not allowed")
         body = task.payload_json.encode()
         headers = self._headers(delivery, body, target.get("headers"))
-        session = self._get_session()
+        pool = self._get_pool()
         try:
-            async with session.request(
-                method,
-                url,
-                data=body,
-                headers=headers,
-                timeout=self._timeout(task.timeout_seconds),
-                allow_redirects=False,
-            ) as response:
-                status = response.status
-                answer = await _read_capped(response)
-                if 200 <= status < 300:
-                    return Outcome(
-                        AttemptOutcome.SUCCEEDED,
-                        retryable=False,
-                        http_status=status,
-                        result_json=_result_json(answer),
-                    )
-                return self._failure(status, response.headers, answer)
+            response = await pool.request(
+                method, url, headers.items(), body, timeout=task.timeout_seconds
+            )
         except TimeoutError:
             return Outcome(
                 AttemptOutcome.TIMED_OUT,
                 retryable=True,
                 error=f"timed out after {task.timeout_seconds:g}s",
             )
-        except aiohttp.ClientConnectorError as exc:
-            cause = exc.os_error
-            if isinstance(cause, ForbiddenAddressError):
-                return Outcome(AttemptOutcome.FAILED, retryable=False, error=str(cause))
-            what = (
-                "cannot resolve"
-                if isinstance(exc, aiohttp.ClientConnectorDNSError)
-                else ("cannot connect to")
-            )
-            reason = cause.strerror or str(cause) or type(cause).__name__
+        except ConnectError as exc:
+            if isinstance(exc.os_error, ForbiddenAddressError):
+                return Outcome(AttemptOutcome.FAILED, retryable=False, error=str(exc.os_error))
+            what = "cannot resolve" if isinstance(exc, ResolveError) else "cannot connect to"
             return Outcome(
                 AttemptOutcome.FAILED,
                 retryable=True,
-                error=f"{what} {exc.host}:{exc.port}: {reason}",
+                error=f"{what} {exc.host}:{exc.port}: {exc.reason}"[:300],
             )
-        except aiohttp.InvalidURL as exc:
-            return Outcome(
-                AttemptOutcome.FAILED, retryable=False, error=f"invalid target url: {exc}"
-            )
-        except aiohttp.ClientError as exc:
+        except HttpClientError as exc:
             detail = str(exc) or type(exc).__name__
             return Outcome(AttemptOutcome.FAILED, retryable=True, error=detail[:300])
+        status = response.status
+        if 200 <= status < 300:
+            return Outcome(
+                AttemptOutcome.SUCCEEDED,
+                retryable=False,
+                http_status=status,
+                result_json=_result_json(response.body),
+            )
+        return self._failure(status, response.headers, response.body)
 
     def _failure(self, status: int, headers: Mapping[str, str], answer: bytes) -> Outcome:
+        """``headers`` have lower-cased names."""
         snippet = _snippet(answer)
         if 300 <= status < 400:
-            location = headers.get("Location", "?")
+            location = headers.get("location", "?")
             error = f"HTTP {status}: redirect to {location[:200]} not followed"
             return Outcome(AttemptOutcome.FAILED, retryable=False, http_status=status, error=error)
         error = f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}"
         if status in (408, 429) or 500 <= status < 600:
-            raw = headers.get("Retry-After")
+            raw = headers.get("retry-after")
             retry_after = (
                 parse_retry_after(raw, self._clock.now().timestamp()) if raw is not None else None
             )
@@ -417,6 +368,6 @@ class WebhookDeliverer:
     async def close(self) -> None:
         """Close the pool. Idempotent; later deliveries fail (retryable) without a request."""
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()

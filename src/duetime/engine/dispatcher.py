@@ -81,7 +81,7 @@ class Dispatcher(Service):
             task = lease.task
             if task.started_at is not None:
                 lag = (task.started_at - task.due_at).total_seconds()
-                metrics.DUE_LAG.labels(task.queue).observe(max(0.0, lag))
+                metrics.child(metrics.DUE_LAG, task.queue).observe(max(0.0, lag))
             job = asyncio.create_task(self._deliver(lease))
             self._inflight.add(job)
             job.add_done_callback(self._done)
@@ -118,8 +118,8 @@ class Dispatcher(Service):
             log.exception("delivery of task %s raised", task.id)
             outcome = Outcome(AttemptOutcome.FAILED, retryable=True, error=f"internal: {exc!r}")
         elapsed = self._clock.monotonic() - t0
-        metrics.DELIVERY_SECONDS.labels(task.target["type"]).observe(elapsed)
-        metrics.ATTEMPTS.labels(task.queue, outcome.outcome.value).inc()
+        metrics.child(metrics.DELIVERY_SECONDS, task.target["type"]).observe(elapsed)
+        metrics.child(metrics.ATTEMPTS, task.queue, outcome.outcome.value).inc()
         retry_delay = None
         if outcome.outcome != AttemptOutcome.SUCCEEDED:
             retry_delay = next_retry_delay(

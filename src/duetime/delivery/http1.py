@@ -1,0 +1,451 @@
+"""A lean HTTP/1.1 client for webhook deliveries: one request shape, a keep-alive pool.
+
+Webhook delivery is duetime's hottest path, and a general client spends most of a delivery's CPU
+on features a delivery never uses (cookies, redirects, proxies, streaming bodies, middlewares):
+aiohttp's ``ClientSession.request`` measured ~3x the CPU of this module per request (see
+``docs/adr/0004-lean-webhook-client.md`` and ``benchmarks/webhook_micro.py``). What is left is
+deliberately small, and the delicate parts are well-kept libraries: ``httptools`` (llhttp, the
+parser uvicorn uses) reads responses, ``aiohappyeyeballs`` (aiohttp's) dials, the stdlib ``ssl``
+does TLS, and an aiohttp resolver wrapped by :class:`~duetime.delivery.netguard.GuardedResolver`
+answers DNS — so every address dialled was checked first.
+
+What a request gets: ``METHOD path HTTP/1.1``, ``Host``, the caller's headers, a
+``Content-Length`` body; keep-alive connections per ``(scheme, host, port)`` reused LIFO and
+closed after ``idle_seconds``; at most ``max_connections`` open in all; one overall deadline
+(resolution, connect, pool wait, request and response); a connection that a server closed while
+idle is retried once on a fresh one. Responses: the status, the headers (lower-cased names), and
+the first ``body_limit`` bytes of the body; a body beyond ``drain_limit`` is not read to its end
+(the connection is closed instead). Redirects are never followed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohappyeyeballs
+import httptools
+from yarl import URL
+
+from duetime.delivery.netguard import Resolver
+
+__all__ = [
+    "ConnectError",
+    "DisconnectedError",
+    "HttpClientError",
+    "HttpPool",
+    "ProtocolError",
+    "ResolveError",
+    "Response",
+]
+
+_MAX_HEADER_BYTES = 64 * 1024
+_DNS_TTL_SECONDS = 10.0
+_Key = tuple[bool, str, int]  # (tls, host, port)
+
+
+class HttpClientError(Exception):
+    """A request that got no usable response."""
+
+
+class ConnectError(HttpClientError):
+    """No connection to ``host:port``; ``os_error`` says why (a ForbiddenAddressError for a
+    refused address)."""
+
+    def __init__(self, host: str, port: int, os_error: BaseException) -> None:
+        self.host = host
+        self.port = port
+        self.os_error = os_error
+        reason = getattr(os_error, "strerror", None) or str(os_error) or type(os_error).__name__
+        super().__init__(f"{host}:{port}: {reason}")
+        self.reason = reason
+
+
+class ResolveError(ConnectError):
+    """``host`` did not resolve."""
+
+
+class DisconnectedError(HttpClientError):
+    """The server closed the connection before the response was complete."""
+
+
+class ProtocolError(HttpClientError):
+    """The server's answer was not valid HTTP/1.1."""
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    """Lower-cased names; a repeated header keeps its last value."""
+    body: bytes
+    """The first ``body_limit`` bytes."""
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; at most one request on it at a time."""
+
+    def __init__(self, pool: HttpPool, key: _Key) -> None:
+        self.pool = pool
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.idle_since = 0.0
+        self.waiter: asyncio.Future[Response] | None = None
+        self.received = False  # any byte of the current response
+        self._reset()
+
+    def _reset(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.header_bytes = 0
+        self.body: list[bytes] = []
+        self.body_size = 0
+        self.status = 0
+        self.keep_alive = False
+        self.headers_done = False
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        self.received = True
+        if self.waiter is None or self.waiter.done():
+            # Bytes nobody asked for: the connection can't be trusted any more.
+            self.abort()
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(ProtocolError(f"invalid HTTP response: {exc}"))
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            if self.headers_done and not self.parser.should_keep_alive():
+                # A body delimited by the end of the connection (no length, not chunked).
+                self.keep_alive = False
+                self.on_message_complete()
+            else:
+                why = f": {exc}" if exc else ""
+                waiter.set_exception(DisconnectedError(f"server closed the connection{why}"))
+        self.pool._lost(self)
+
+    # -- httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_bytes += len(name) + len(value)
+        if self.header_bytes > _MAX_HEADER_BYTES:
+            raise httptools.HttpParserError("response headers are too large")
+        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.keep_alive = self.parser.should_keep_alive()
+        self.headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        pool = self.pool
+        room = pool.body_limit - self.body_size
+        if room > 0:
+            self.body.append(body[:room] if len(body) > room else body)
+        self.body_size += len(body)
+        if self.body_size > pool.drain_limit:  # don't read a large answer nobody keeps
+            self.keep_alive = False
+            self.on_message_complete()
+            self.abort()
+
+    def on_message_complete(self) -> None:
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        if 100 <= self.status < 200:  # an interim answer; the real one follows
+            self._reset()
+            return
+        body = b"".join(self.body) if len(self.body) != 1 else self.body[0]
+        waiter.set_result(Response(self.status, self.headers, body))
+
+    # -- helpers
+    def _fail(self, exc: Exception) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def send(self, data: bytes, waiter: asyncio.Future[Response]) -> None:
+        self._reset()
+        self.received = False
+        self.waiter = waiter
+        assert self.transport is not None
+        self.transport.write(data)
+
+
+class HttpPool:
+    """Keep-alive connections to any number of hosts, shared by concurrent requests.
+
+    ``resolver`` answers DNS (give it a GuardedResolver: what it returns is dialled as is);
+    ``ssl_context`` verifies ``https`` servers (the system's trust store by default).
+    """
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        *,
+        max_connections: int = 512,
+        idle_seconds: float = 15.0,
+        body_limit: int = 4097,
+        drain_limit: int = 64 * 1024,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self._resolver = resolver
+        self.max_connections = max_connections
+        self.idle_seconds = idle_seconds
+        self.body_limit = body_limit
+        self.drain_limit = max(drain_limit, body_limit)
+        self._ssl = ssl_context
+        self._idle: dict[_Key, list[_Connection]] = {}
+        self._open = 0  # connected or connecting
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._dns: dict[tuple[str, int], tuple[float, list[tuple[Any, ...]]]] = {}
+        self._closed = False
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    @property
+    def open_connections(self) -> int:
+        return self._open
+
+    async def request(
+        self,
+        method: str,
+        url: URL,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        *,
+        timeout: float,
+    ) -> Response:
+        """Send one request and return its response. Raises :class:`TimeoutError` when
+        ``timeout`` seconds pass first, or a :class:`HttpClientError`."""
+        if self._closed:
+            raise HttpClientError("the HTTP pool is closed")
+        host = url.raw_host
+        if not host or url.scheme not in ("http", "https"):
+            raise ConnectError(str(host), url.port or 0, ValueError("not an http(s) URL"))
+        tls = url.scheme == "https"
+        port = url.port or (443 if tls else 80)
+        lines = [f"{method} {url.raw_path_qs} HTTP/1.1", f"Host: {url.host_port_subcomponent}"]
+        lines.extend(f"{name}: {value}" for name, value in headers)
+        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+        data = "\r\n".join(lines).encode() + body
+        key = (tls, host, port)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        conn = self._idle_connection(key, loop.time())
+        reused = conn is not None
+        if conn is None:
+            async with asyncio.timeout_at(deadline):
+                conn, reused = await self._acquire(key)
+        try:
+            return await self._exchange(conn, data, deadline)
+        except DisconnectedError:
+            if not reused or conn.received:
+                raise
+        # The server closed a connection we kept idle: once more on a new one.
+        async with asyncio.timeout_at(deadline):
+            conn, _ = await self._acquire(key, fresh=True)
+        return await self._exchange(conn, data, deadline)
+
+    async def _exchange(self, conn: _Connection, data: bytes, deadline: float) -> Response:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Response] = loop.create_future()
+        # One timer per request, failing only the waiter: cheaper than asyncio.timeout.
+        timer = loop.call_at(deadline, _expire, waiter)
+        try:
+            conn.send(data, waiter)
+            response = await waiter
+        except BaseException:
+            conn.waiter = None
+            conn.abort()
+            raise
+        finally:
+            timer.cancel()
+        conn.waiter = None
+        if conn.keep_alive and not conn.closed and not self._closed:
+            self._release(conn)
+        else:
+            conn.abort()
+        return response
+
+    def _idle_connection(self, key: _Key, now: float) -> _Connection | None:
+        """The most recently used live idle connection to ``key``, if any."""
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and now - conn.idle_since < self.idle_seconds:
+                return conn
+            conn.abort()
+        return None
+
+    async def _acquire(self, key: _Key, *, fresh: bool = False) -> tuple[_Connection, bool]:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn = None if fresh else self._idle_connection(key, loop.time())
+            if conn is not None:
+                return conn, True
+            if self._open < self.max_connections or self._evict_one():
+                self._open += 1
+                try:
+                    return await self._connect(key), False
+                except BaseException:
+                    self._open -= 1
+                    self._wake()
+                    raise
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()  # pass on the turn this request was given
+                else:
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
+                raise
+            if fresh:
+                fresh = False  # a released connection is as good as a new one now
+
+    def _evict_one(self) -> bool:
+        """Close an idle connection (to any host) so a new one may open; False if none."""
+        for conns in self._idle.values():
+            while conns:
+                conn = conns.pop(0)
+                if not conn.closed:
+                    conn.abort()
+                    self._open -= 1  # its connection_lost will not count it again
+                    conn.pool = _DETACHED
+                    return True
+        return False
+
+    async def _connect(self, key: _Key) -> _Connection:
+        tls, host, port = key
+        loop = asyncio.get_running_loop()
+        infos = await self._resolve(host, port)
+        try:
+            sock = await aiohappyeyeballs.start_connection(
+                infos, happy_eyeballs_delay=0.25, interleave=1
+            )
+        except OSError as exc:
+            raise ConnectError(host, port, exc) from exc
+        conn = _Connection(self, key)
+        context = None
+        if tls:
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+            context = self._ssl
+        try:
+            await loop.create_connection(
+                lambda: conn, sock=sock, ssl=context, server_hostname=host if tls else None
+            )
+        except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
+            sock.close()
+            raise ConnectError(host, port, exc) from exc
+        except BaseException:
+            sock.close()
+            raise
+        return conn
+
+    async def _resolve(self, host: str, port: int) -> list[tuple[Any, ...]]:
+        loop = asyncio.get_running_loop()
+        cached = self._dns.get((host, port))
+        if cached is not None and cached[0] > loop.time():
+            return cached[1]
+        try:
+            results = await self._resolver.resolve(host, port, socket.AF_UNSPEC)
+        except OSError as exc:
+            # ForbiddenAddressError (an OSError) included: nothing was dialled.
+            raise ResolveError(host, port, exc) from exc
+        if not results:
+            raise ResolveError(host, port, OSError(f"{host} did not resolve to any address"))
+        infos = [
+            (r["family"], socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (r["host"], r["port"]))
+            for r in results
+        ]
+        if len(self._dns) > 4096:
+            self._dns.clear()
+        self._dns[(host, port)] = (loop.time() + _DNS_TTL_SECONDS, infos)
+        return infos
+
+    def _release(self, conn: _Connection) -> None:
+        loop = asyncio.get_running_loop()
+        conn.idle_since = loop.time()
+        self._idle.setdefault(conn.key, []).append(conn)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
+        self._wake()
+
+    def _sweep(self) -> None:
+        """Close connections idle for longer than ``idle_seconds``."""
+        self._sweeper = None
+        now = asyncio.get_running_loop().time()
+        remaining = False
+        for key, conns in list(self._idle.items()):
+            keep = [c for c in conns if not c.closed and now - c.idle_since < self.idle_seconds]
+            for conn in conns:
+                if conn not in keep:
+                    conn.abort()
+            if keep:
+                self._idle[key] = keep
+                remaining = True
+            else:
+                del self._idle[key]
+        if remaining and not self._closed:
+            self._sweeper = asyncio.get_running_loop().call_later(self.idle_seconds, self._sweep)
+
+    def _lost(self, conn: _Connection) -> None:
+        self._open -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def close(self) -> None:
+        """Close every idle connection; later requests fail. In-flight ones finish or fail."""
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for conns in self._idle.values():
+            for conn in conns:
+                conn.abort()
+        self._idle.clear()
+        await asyncio.sleep(0)  # let transports deliver connection_lost
+
+
+def _expire(waiter: asyncio.Future[Response]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
+class _Detached:
+    """The pool of a connection that was evicted: it no longer counts anywhere."""
+
+    def _lost(self, conn: _Connection) -> None:
+        return None
+
+
+_DETACHED: Any = _Detached()
