@@ -2,4 +2,5 @@
 
 from duetime.cli import main
 
-main()
+if __name__ == "__main__":  # not when a dispatcher process (multiprocessing spawn) imports it
+    main()

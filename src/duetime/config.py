@@ -33,9 +33,13 @@ class Settings:
     max_payload_bytes: int = 256 * 1024
     node_id: str = field(default_factory=_default_node_id)
     engine: bool = True
-    # Dispatcher: how many deliveries run at once on this node, and claim batch size.
+    # Dispatcher: how many deliveries run at once on this node (shared by its dispatcher
+    # processes), and claim batch size.
     dispatch_concurrency: int = 512
     dispatch_batch: int = 256
+    # Processes delivering push tasks on this node, the node process included; 0 = one per
+    # core (at most 4) on PostgreSQL, 1 on SQLite.
+    dispatch_processes: int = 0
     # Promoter / reaper / leadership.
     promote_batch: int = 5000
     leader_ttl_seconds: float = 10.0
@@ -53,6 +57,17 @@ class Settings:
         return self.db or f"sqlite:///{self.data_dir / 'duetime.db'}"
 
     @property
+    def is_sqlite(self) -> bool:
+        return self.db_url.startswith("sqlite:")
+
+    @property
+    def dispatch_process_count(self) -> int:
+        """How many processes deliver push tasks on this node (``dispatch_processes`` resolved)."""
+        if self.dispatch_processes > 0:
+            return self.dispatch_processes
+        return 1 if self.is_sqlite else max(1, min(4, os.cpu_count() or 1))
+
+    @property
     def private_targets_allowed(self) -> bool:
         return self.allow_private_targets or self.dev_mode
 
@@ -65,6 +80,15 @@ class Settings:
             )
         if self.max_payload_bytes <= 0:
             raise ConfigError("max_payload_bytes must be positive")
+        if self.dispatch_processes < 0:
+            raise ConfigError("dispatch_processes must be 0 (automatic) or a positive count")
+        if self.dispatch_processes > 1 and self.is_sqlite:
+            raise ConfigError(
+                "dispatch_processes > 1 needs PostgreSQL: SQLite is written by one process "
+                "(use DUETIME_DISPATCH_PROCESSES=1 or 0, or a postgresql:// store)"
+            )
+        if self.dispatch_concurrency < self.dispatch_process_count:
+            raise ConfigError("dispatch_concurrency must be at least dispatch_processes")
         return self
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -11,15 +12,60 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 _M = TypeVar("_M", Counter, Gauge, Histogram)
 _children: dict[tuple[Any, ...], Any] = {}
 
+Event = tuple[str, tuple[str, ...], str, float]
+"""One metric update made in a dispatcher process: (metric, label values, method, amount)."""
+_forwarding: list[Event] | None = None
+
 
 def child(metric: _M, *values: str) -> _M:
-    """``metric.labels(*values)``, remembered: the hot paths call this once per task, and
-    ``labels()`` validates and locks on every call. (prometheus keeps every child anyway.)"""
+    """``metric.labels(*values)`` (or ``metric`` itself without labels), remembered: the hot
+    paths call this once per task, and ``labels()`` validates and locks on every call.
+
+    In a dispatcher process (:func:`forward`) the updates are recorded instead, and the node
+    process applies them to its own registry (:func:`apply`), so ``/metrics`` counts them."""
     key = (id(metric), *values)
-    found = _children.get(key)
+    found: Any = _children.get(key)
     if found is None:
-        found = _children[key] = metric.labels(*values)
-    return found
+        if _forwarding is not None:
+            found = _Recorder(_NAMES[id(metric)], values, _forwarding)
+        else:
+            found = metric.labels(*values) if values else metric
+        _children[key] = found
+    return found  # type: ignore[no-any-return]  # a _Recorder quacks like the metric
+
+
+class _Recorder:
+    __slots__ = ("_events", "_key")
+
+    def __init__(self, name: str, values: tuple[str, ...], events: list[Event]) -> None:
+        self._key = (name, values)
+        self._events = events
+
+    def inc(self, amount: float = 1) -> None:
+        self._events.append((*self._key, "inc", amount))
+
+    def observe(self, amount: float) -> None:
+        self._events.append((*self._key, "observe", amount))
+
+    def set(self, value: float) -> None:
+        self._events.append((*self._key, "set", value))
+
+
+def forward() -> list[Event]:
+    """Record this process's metric updates from now on; returns the list they go to (the
+    caller ships and clears it)."""
+    global _forwarding
+    _forwarding = []
+    _children.clear()
+    return _forwarding
+
+
+def apply(events: Iterable[Event]) -> None:
+    """Apply updates recorded in another process to this process's metrics."""
+    for name, values, method, amount in events:
+        metric: Any = _BY_NAME.get(name)
+        if metric is not None and method in ("inc", "observe", "set"):
+            getattr(child(metric, *values), method)(amount)
 
 
 DUE_LAG = Histogram(
@@ -92,3 +138,11 @@ LEASE_HEARTBEATS = Counter(
     ["result"],
     registry=REGISTRY,
 )
+
+
+_BY_NAME: dict[str, Counter | Gauge | Histogram] = {
+    name: value
+    for name, value in list(globals().items())
+    if isinstance(value, Counter | Gauge | Histogram)
+}
+_NAMES = {id(metric): name for name, metric in _BY_NAME.items()}

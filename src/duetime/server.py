@@ -7,6 +7,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import uvicorn
@@ -18,6 +19,9 @@ from duetime.store import Store, store_from_url
 from duetime.types import TargetType
 
 log = logging.getLogger("duetime.server")
+
+_GRACE_SECONDS = 10.0
+"""In-flight deliveries get this long to finish when the node stops."""
 
 
 def configure_logging(level: str) -> None:
@@ -105,14 +109,21 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
     from duetime.api.app import create_app
     from duetime.api.leasing import end_long_polls
     from duetime.engine.engine import Engine
+    from duetime.engine.processes import DispatchProcesses, share
 
     if settings.dev_mode:
         log.warning("dev mode: no DUETIME_ADMIN_TOKEN, auth is off (loopback only)")
     async with open_node_store(settings) as store:
         app = create_app(settings, store, validate_target=build_target_validator(settings))
-        engine = Engine(store, settings, build_deliverers(settings)) if settings.engine else None
-        if engine is not None:
+        engine: Engine | None = None
+        processes: DispatchProcesses | None = None
+        if settings.engine:
+            # The node process's dispatcher takes its share; DispatchProcesses run the others.
+            mine = replace(settings, dispatch_concurrency=share(settings, 0))
+            engine = Engine(store, mine, build_deliverers(mine))
             await engine.start()
+            processes = DispatchProcesses(settings)
+            processes.start()
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -148,5 +159,5 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
                 ready.set()
             await serving
         finally:
-            if engine is not None:
-                await engine.stop()
+            if engine is not None and processes is not None:
+                await asyncio.gather(engine.stop(_GRACE_SECONDS), processes.stop(_GRACE_SECONDS))

@@ -45,7 +45,8 @@ def test_sigkill_one_node_loses_nothing(pg_url: str, tmp_path: Path) -> None:
     a = start_node(tmp_path, NodeOptions(db=pg_url, env=env), "a")
     b = start_node(tmp_path, NodeOptions(db=pg_url, env=env), "b")
     with running(receiver, a, b):
-        start = datetime.now(UTC) + timedelta(seconds=1)
+        # Far enough ahead that creating the tasks ends before the first is due.
+        start = datetime.now(UTC) + timedelta(seconds=4)
         ids: list[str] = []
         for chunk in range(0, TASKS, 1000):
             tasks = [

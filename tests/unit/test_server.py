@@ -28,3 +28,36 @@ def test_dev_mode_is_refused_on_a_public_bind() -> None:
     with pytest.raises(ConfigError):
         Settings(host="0.0.0.0").check()
     Settings(host="0.0.0.0", admin_token="t").check()
+
+
+def test_dispatch_processes_default_to_one_per_core_on_postgresql_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    pg = "postgresql://postgres@127.0.0.1/test"
+    assert Settings(db=pg).dispatch_process_count == 2
+    assert Settings(db="sqlite:///x.db").dispatch_process_count == 1
+    assert Settings().dispatch_process_count == 1  # the embedded default is SQLite
+    monkeypatch.setattr("os.cpu_count", lambda: 32)
+    assert Settings(db=pg).dispatch_process_count == 4
+    assert Settings(db=pg, dispatch_processes=6).dispatch_process_count == 6
+
+
+def test_dispatch_processes_are_checked() -> None:
+    with pytest.raises(ConfigError, match="needs PostgreSQL"):
+        Settings(db="sqlite:///x.db", dispatch_processes=2).check()
+    with pytest.raises(ConfigError, match="dispatch_processes must be"):
+        Settings(dispatch_processes=-1).check()
+    pg = "postgresql://postgres@127.0.0.1/test"
+    with pytest.raises(ConfigError, match="at least dispatch_processes"):
+        Settings(db=pg, dispatch_processes=4, dispatch_concurrency=3).check()
+
+
+def test_the_node_concurrency_is_shared_by_its_processes() -> None:
+    from duetime.engine.processes import share
+
+    settings = Settings(
+        db="postgresql://postgres@127.0.0.1/test", dispatch_processes=3, dispatch_concurrency=512
+    )
+    parts = [share(settings, i) for i in range(3)]
+    assert sum(parts) == 512 and max(parts) - min(parts) <= 1

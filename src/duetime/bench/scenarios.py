@@ -23,6 +23,7 @@ import httpx
 import orjson
 
 from duetime.bench.harness import NodeOptions, Proc, receiver_records, start_node, start_receiver
+from duetime.config import Settings
 
 Figures = dict[str, float]
 
@@ -48,6 +49,20 @@ def machine() -> str:
         kib = int(Path("/proc/meminfo").read_text().split()[1])
         mem = f", {kib / 1024 / 1024:.0f} GiB"
     return f"{os.cpu_count()} cores ({cpu}){mem}, Python {platform.python_version()}"
+
+
+def cpu_speed() -> str:
+    """How fast this machine runs Python right now: the best of 3 timings of a fixed 10M-step
+    loop. Shared virtual machines drift (we saw 1.0-1.7 s on one machine within minutes), so
+    every report carries this beside its figures; compare figures only at similar speeds."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return f"10M-step Python loop in {best:.2f} s"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -394,7 +409,11 @@ def run(name: str, config: BenchConfig, echo: Callable[[str], None] = print) -> 
     """Run scenario ``name`` ``config.repeat`` times; print each run and the medians."""
     scenario = SCENARIOS[name]
     echo(f"# {name}: store={config.store} tasks={config.tasks} repeat={config.repeat}")
-    echo(f"# machine: {machine()}")
+    echo(f"# machine: {machine()}; speed: {cpu_speed()}")
+    node_env = " ".join(f"{k}={v}" for k, v in config.node_env) or "defaults"
+    db = "postgresql://..." if config.store == "postgres" else "sqlite:///..."
+    processes = Settings(db=db).dispatch_process_count
+    echo(f"# node: {node_env} (dispatcher processes by default here: {processes})")
     runs: list[Figures] = []
     for i in range(config.repeat):
         with tempfile.TemporaryDirectory(prefix="duetime-bench-") as tmp:

@@ -123,7 +123,7 @@ class _Connection(asyncio.Protocol):
             return
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
             self._fail(ProtocolError(f"invalid HTTP response: {exc}"))
             self.abort()
 
@@ -131,7 +131,7 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         waiter = self.waiter
         if waiter is not None and not waiter.done():
-            if self.headers_done and not self.parser.should_keep_alive():
+            if self.headers_done and not self.parser.should_keep_alive() and self._ends_at_eof():
                 # A body delimited by the end of the connection (no length, not chunked).
                 self.keep_alive = False
                 self.on_message_complete()
@@ -141,6 +141,11 @@ class _Connection(asyncio.Protocol):
         self.pool._lost(self)
 
     # -- httptools callbacks
+    def on_message_begin(self) -> None:
+        if self.waiter is None or self.waiter.done():
+            # More bytes after the response, in the same read: the connection can't be trusted.
+            raise httptools.HttpParserError("unexpected bytes after the response")
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self.header_bytes += len(name) + len(value)
         if self.header_bytes > _MAX_HEADER_BYTES:
@@ -174,6 +179,11 @@ class _Connection(asyncio.Protocol):
         waiter.set_result(Response(self.status, self.headers, body))
 
     # -- helpers
+    def _ends_at_eof(self) -> bool:
+        """Whether the body ends where the connection does: no length given, not chunked."""
+        coding = self.headers.get("transfer-encoding", "").rpartition(",")[2].strip().lower()
+        return "content-length" not in self.headers and coding != "chunked"
+
     def _fail(self, exc: Exception) -> None:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
@@ -322,6 +332,8 @@ class HttpPool:
                     with contextlib.suppress(ValueError):
                         self._waiters.remove(waiter)
                 raise
+            if self._closed:
+                raise HttpClientError("the HTTP pool is closed")
             if fresh:
                 fresh = False  # a released connection is as good as a new one now
 
@@ -358,9 +370,11 @@ class HttpPool:
                 lambda: conn, sock=sock, ssl=context, server_hostname=host if tls else None
             )
         except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
+            conn.pool = _DETACHED  # _acquire uncounts it; its connection_lost must not again
             sock.close()
             raise ConnectError(host, port, exc) from exc
         except BaseException:
+            conn.pool = _DETACHED
             sock.close()
             raise
         return conn
@@ -433,6 +447,10 @@ class HttpPool:
             for conn in conns:
                 conn.abort()
         self._idle.clear()
+        while self._waiters:  # requests waiting for a slot fail now, not when one frees
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
         await asyncio.sleep(0)  # let transports deliver connection_lost
 
 

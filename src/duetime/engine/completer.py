@@ -79,7 +79,7 @@ class Completer:
                 results = await self._store.task_complete_many(chunk)
             except StoreUnavailable as exc:
                 self._buffer[:0] = chunk
-                metrics.STORE_ERRORS.labels("completer").inc()
+                metrics.child(metrics.STORE_ERRORS, "completer").inc()
                 log.warning("completer: store unavailable, %d waiting: %s", len(chunk), exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -93,6 +93,6 @@ class Completer:
             backoff = 0.05
             stale = sum(1 for r in results if not r.accepted)
             if stale:
-                metrics.STALE_COMPLETIONS.labels(self._source).inc(stale)
+                metrics.child(metrics.STALE_COMPLETIONS, self._source).inc(stale)
             if self._on_results is not None:
                 self._on_results(chunk, results)

@@ -76,7 +76,7 @@ class Dispatcher(Service):
                 lease_grace_seconds=self._grace,
             )
         )
-        metrics.DISPATCHED.inc(len(leases))
+        metrics.child(metrics.DISPATCHED).inc(len(leases))
         for lease in leases:
             task = lease.task
             if task.started_at is not None:

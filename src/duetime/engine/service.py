@@ -50,7 +50,7 @@ class Service(ABC):
             try:
                 did = await self.run_once()
             except StoreUnavailable as exc:
-                metrics.STORE_ERRORS.labels(self.name).inc()
+                metrics.child(metrics.STORE_ERRORS, self.name).inc()
                 if not down:
                     log.warning("%s: store unavailable, retrying: %s", self.name, exc.detail)
                 down = True

@@ -1,0 +1,231 @@
+"""Dispatcher processes: one node delivers push tasks on several cores.
+
+A delivery costs CPU in Python (framing, signing, parsing, bookkeeping), and one process runs
+on one core. With ``dispatch_processes`` = N, the node process (API, leader services and one
+dispatcher) starts N - 1 more processes that each run only a :class:`Dispatcher` against the
+same PostgreSQL store. Nothing new is needed to keep them apart: every claim is a
+``FOR UPDATE SKIP LOCKED`` lease, exactly as between nodes, and each process claims under its
+own worker id (``<node id>/<n>``), so attempts say which process made them.
+
+The node process supervises them: a process that dies is started again (after a pause that
+grows to 10 s while they keep dying); on shutdown each gets SIGTERM and drains like the node's
+own dispatcher (in-flight deliveries get the grace, then completions are flushed). A dispatcher
+process dies with the node: Linux delivers SIGKILL to it when the node process ends
+(``PR_SET_PDEATHSIG``), and elsewhere it notices within a second that its parent changed.
+Their metric updates are shipped to the node process twice a second and counted in its
+``/metrics`` (see :func:`duetime.metrics.forward`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+
+from duetime import metrics
+from duetime.clock import SystemClock
+from duetime.config import Settings
+
+log = logging.getLogger("duetime.engine")
+
+_FLUSH_SECONDS = 0.5
+_RESTART_PAUSE_MAX = 10.0
+
+
+def share(settings: Settings, index: int) -> int:
+    """Process ``index``'s part of the node's ``dispatch_concurrency`` (the node is 0)."""
+    count = settings.dispatch_process_count
+    base, extra = divmod(settings.dispatch_concurrency, count)
+    return base + (1 if index < extra else 0)
+
+
+class _Child:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.process: BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.failures = 0
+        self.restart_at = 0.0
+
+
+class DispatchProcesses:
+    """Starts, watches and stops a node's extra dispatcher processes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._ctx = multiprocessing.get_context("spawn")
+        self._children = [_Child(i) for i in range(1, settings.dispatch_process_count)]
+        self._watch: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def pids(self) -> list[int]:
+        return [c.process.pid for c in self._children if c.process and c.process.pid]
+
+    def start(self) -> None:
+        for child in self._children:
+            self._spawn(child)
+        if self._children:
+            self._watch = asyncio.create_task(self._supervise(), name="duetime-dispatch-procs")
+            log.info("started %d dispatcher processes: %s", len(self._children), self.pids)
+
+    def _spawn(self, child: _Child) -> None:
+        parent_end, child_end = self._ctx.Pipe(duplex=False)
+        process = self._ctx.Process(
+            target=child_main,
+            args=(self._settings, child.index, os.getpid(), child_end),
+            name=f"duetime-dispatch-{child.index}",
+            daemon=False,
+        )
+        process.start()
+        child_end.close()
+        child.process, child.conn = process, parent_end
+
+    async def _supervise(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            for child in self._children:
+                self._drain_metrics(child)
+                process = child.process
+                if process is None or process.is_alive() or self._stopping:
+                    continue
+                if child.restart_at == 0.0:
+                    child.failures += 1
+                    pause = min(_RESTART_PAUSE_MAX, 0.5 * 2 ** (child.failures - 1))
+                    child.restart_at = loop.time() + pause
+                    log.error(
+                        "dispatcher process %d (pid %s) exited with %s; restarting in %.1fs",
+                        child.index,
+                        process.pid,
+                        process.exitcode,
+                        pause,
+                    )
+                elif loop.time() >= child.restart_at:
+                    child.restart_at = 0.0
+                    self._spawn(child)
+            await asyncio.sleep(_FLUSH_SECONDS)
+
+    def _drain_metrics(self, child: _Child) -> None:
+        conn = child.conn
+        if conn is None:
+            return
+        try:
+            while conn.poll():
+                metrics.apply(conn.recv())
+        except (EOFError, OSError):
+            child.conn = None
+            conn.close()
+
+    async def stop(self, grace: float) -> None:
+        """SIGTERM every process, give them ``grace`` seconds (plus time to flush), then kill."""
+        self._stopping = True
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        for child in self._children:
+            if child.process is not None and child.process.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.process.pid or 0, signal.SIGTERM)
+        deadline = time.monotonic() + grace + 5.0
+        for child in self._children:
+            process = child.process
+            if process is None:
+                continue
+            while process.is_alive() and time.monotonic() < deadline:
+                self._drain_metrics(child)
+                await asyncio.sleep(0.05)
+            if process.is_alive():
+                log.warning("dispatcher process %d did not stop in time; killing it", child.index)
+                process.kill()
+            await asyncio.to_thread(process.join, 5.0)
+            self._drain_metrics(child)
+            if child.conn is not None:
+                child.conn.close()
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def child_main(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
+    """Entry point of a dispatcher process."""
+    _die_with_parent(parent_pid)
+    from duetime.server import configure_logging
+
+    configure_logging(settings.log_level)
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        uvloop.install()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_run_child(settings, index, parent_pid, conn))
+
+
+async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
+    from duetime.engine.dispatcher import Dispatcher
+    from duetime.server import build_deliverers
+    from duetime.store import store_from_url
+
+    events = metrics.forward()
+
+    def flush() -> None:
+        if events:
+            batch = list(events)
+            events.clear()
+            with contextlib.suppress(OSError, ValueError):
+                conn.send(batch)
+
+    settings = replace(settings, dispatch_concurrency=share(settings, index))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    store = store_from_url(settings.db_url, data_dir=settings.data_dir)
+    await store.open()
+    deliverers = build_deliverers(settings)
+    dispatcher = Dispatcher(
+        store,
+        deliverers,
+        SystemClock(),
+        node_id=f"{settings.node_id}/{index}",
+        concurrency=settings.dispatch_concurrency,
+        batch=settings.dispatch_batch,
+        poll_interval=settings.poll_interval_seconds,
+        lease_grace=settings.lease_grace_seconds,
+    )
+    await dispatcher.start()
+    running = asyncio.create_task(dispatcher.run(), name=f"duetime-dispatcher-{index}")
+    log.info("dispatcher process %d (pid %d) running", index, os.getpid())
+    try:
+        while not stop.is_set():
+            if os.getppid() != parent_pid:
+                log.error("dispatcher process %d: the node process is gone; stopping", index)
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _FLUSH_SECONDS)
+            flush()
+    finally:
+        await dispatcher.drain(10.0)
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        for deliverer in deliverers.values():
+            await deliverer.close()
+        await store.close()
+        flush()
+        conn.close()
