@@ -3,11 +3,12 @@
 Webhook delivery is duetime's hottest path, and a general client spends most of a delivery's CPU
 on features a delivery never uses (cookies, redirects, proxies, streaming bodies, middlewares):
 aiohttp's ``ClientSession.request`` measured ~3x the CPU of this module per request (see
-``docs/adr/0004-lean-webhook-client.md`` and ``benchmarks/webhook_micro.py``). What is left is
-deliberately small, and the delicate parts are well-kept libraries: ``httptools`` (llhttp, the
-parser uvicorn uses) reads responses, ``aiohappyeyeballs`` (aiohttp's) dials, the stdlib ``ssl``
-does TLS, and an aiohttp resolver wrapped by :class:`~duetime.delivery.netguard.GuardedResolver`
-answers DNS — so every address dialled was checked first.
+``docs/adr/0004-lean-webhook-client-and-dispatcher-processes.md`` and
+``benchmarks/webhook_micro.py``). What is left is deliberately small, and the delicate parts
+are well-kept libraries: ``httptools`` (llhttp, the parser uvicorn uses) reads responses,
+``aiohappyeyeballs`` (aiohttp's) dials, the stdlib ``ssl`` does TLS, and an aiohttp resolver
+wrapped by :class:`~duetime.delivery.netguard.GuardedResolver` answers DNS — so every address
+dialled was checked first.
 
 What a request gets: ``METHOD path HTTP/1.1``, ``Host``, the caller's headers, a
 ``Content-Length`` body; keep-alive connections per ``(scheme, host, port)`` reused LIFO and
@@ -297,12 +298,16 @@ class HttpPool:
             conn.abort()
         return response
 
+    def _usable(self, conn: _Connection, now: float) -> bool:
+        """Whether an idle connection may carry another request."""
+        return not conn.closed and now - conn.idle_since < self.idle_seconds
+
     def _idle_connection(self, key: _Key, now: float) -> _Connection | None:
         """The most recently used live idle connection to ``key``, if any."""
         idle = self._idle.get(key)
         while idle:
             conn = idle.pop()
-            if not conn.closed and now - conn.idle_since < self.idle_seconds:
+            if self._usable(conn, now):
                 return conn
             conn.abort()
         return None
@@ -369,13 +374,11 @@ class HttpPool:
             await loop.create_connection(
                 lambda: conn, sock=sock, ssl=context, server_hostname=host if tls else None
             )
-        except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
+        except BaseException as exc:
             conn.pool = _DETACHED  # _acquire uncounts it; its connection_lost must not again
             sock.close()
-            raise ConnectError(host, port, exc) from exc
-        except BaseException:
-            conn.pool = _DETACHED
-            sock.close()
+            if isinstance(exc, OSError):  # ssl.SSLError and CertificateError included
+                raise ConnectError(host, port, exc) from exc
             raise
         return conn
 
@@ -414,9 +417,11 @@ class HttpPool:
         now = asyncio.get_running_loop().time()
         remaining = False
         for key, conns in list(self._idle.items()):
-            keep = [c for c in conns if not c.closed and now - c.idle_since < self.idle_seconds]
+            keep = []
             for conn in conns:
-                if conn not in keep:
+                if self._usable(conn, now):
+                    keep.append(conn)
+                else:
                     conn.abort()
             if keep:
                 self._idle[key] = keep
@@ -448,9 +453,7 @@ class HttpPool:
                 conn.abort()
         self._idle.clear()
         while self._waiters:  # requests waiting for a slot fail now, not when one frees
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+            self._wake()
         await asyncio.sleep(0)  # let transports deliver connection_lost
 
 
