@@ -7,7 +7,6 @@ import contextlib
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 
 import uvicorn
@@ -20,8 +19,8 @@ from duetime.types import TargetType
 
 log = logging.getLogger("duetime.server")
 
-_GRACE_SECONDS = 10.0
-"""In-flight deliveries get this long to finish when the node stops."""
+GRACE_SECONDS = 10.0
+"""In-flight deliveries get this long to finish when the node (or a dispatcher process) stops."""
 
 
 def configure_logging(level: str) -> None:
@@ -34,6 +33,12 @@ def configure_logging(level: str) -> None:
 def serve(settings: Settings) -> None:
     """Run one node until SIGTERM/SIGINT. Raises ``ConfigError`` for settings that cannot work."""
     settings.check()
+    prepare_process(settings)
+    asyncio.run(run_node(settings))
+
+
+def prepare_process(settings: Settings) -> None:
+    """Logging and the event loop, alike in the node and in its dispatcher processes."""
     configure_logging(settings.log_level)
     try:
         import uvloop
@@ -41,17 +46,17 @@ def serve(settings: Settings) -> None:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
         pass
-    asyncio.run(run_node(settings))
 
 
 @contextlib.asynccontextmanager
-async def open_node_store(settings: Settings) -> AsyncIterator[Store]:
-    """Open the store and bring its schema up to date (SQLite always; PostgreSQL too, under an
-    advisory lock, so a fresh database needs no separate ``duetime migrate``)."""
+async def open_node_store(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Store]:
+    """Open the store and, with ``migrate``, bring its schema up to date (SQLite always;
+    PostgreSQL too, under an advisory lock, so a fresh database needs no separate
+    ``duetime migrate``). Dispatcher processes skip it: their node has done it."""
     store = store_from_url(settings.db_url, data_dir=settings.data_dir)
     await store.open()
     try:
-        applied = await store.migrate()
+        applied = await store.migrate() if migrate else []
         if applied:
             log.info("applied migrations: %s", ", ".join(applied))
         yield store
@@ -109,7 +114,7 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
     from duetime.api.app import create_app
     from duetime.api.leasing import end_long_polls
     from duetime.engine.engine import Engine
-    from duetime.engine.processes import DispatchProcesses, share
+    from duetime.engine.processes import DispatchProcesses, for_process
 
     if settings.dev_mode:
         log.warning("dev mode: no DUETIME_ADMIN_TOKEN, auth is off (loopback only)")
@@ -119,7 +124,7 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
         processes: DispatchProcesses | None = None
         if settings.engine:
             # The node process's dispatcher takes its share; DispatchProcesses run the others.
-            mine = replace(settings, dispatch_concurrency=share(settings, 0))
+            mine = for_process(settings, 0)
             engine = Engine(store, mine, build_deliverers(mine))
             await engine.start()
             processes = DispatchProcesses(settings)
@@ -160,4 +165,4 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
             await serving
         finally:
             if engine is not None and processes is not None:
-                await asyncio.gather(engine.stop(_GRACE_SECONDS), processes.stop(_GRACE_SECONDS))
+                await asyncio.gather(engine.stop(GRACE_SECONDS), processes.stop(GRACE_SECONDS))

@@ -54,10 +54,10 @@ def test_dispatch_processes_are_checked() -> None:
 
 
 def test_the_node_concurrency_is_shared_by_its_processes() -> None:
-    from duetime.engine.processes import share
+    from duetime.engine.processes import for_process
 
     settings = Settings(
         db="postgresql://postgres@127.0.0.1/test", dispatch_processes=3, dispatch_concurrency=512
     )
-    parts = [share(settings, i) for i in range(3)]
+    parts = [for_process(settings, i).dispatch_concurrency for i in range(3)]
     assert sum(parts) == 512 and max(parts) - min(parts) <= 1

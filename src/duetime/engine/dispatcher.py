@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from duetime import metrics
 from duetime.clock import Clock
+from duetime.config import Settings
 from duetime.delivery.base import Deliverer, Delivery, Outcome
 from duetime.engine.completer import Completer
 from duetime.engine.secret_cache import SecretCache
@@ -56,6 +57,28 @@ class Dispatcher(Service):
         self._slot_free = asyncio.Event()
         self._low_water = max(1, min(batch, concurrency // 4))
         """Free slots worth a claim while saturated."""
+
+    @classmethod
+    def from_settings(
+        cls,
+        store: Store,
+        deliverers: Mapping[TargetType, Deliverer],
+        clock: Clock,
+        settings: Settings,
+        *,
+        node_id: str | None = None,
+    ) -> Dispatcher:
+        """The dispatcher ``settings`` describe, claiming as ``node_id`` (default the node's)."""
+        return cls(
+            store,
+            deliverers,
+            clock,
+            node_id=node_id or settings.node_id,
+            concurrency=settings.dispatch_concurrency,
+            batch=settings.dispatch_batch,
+            poll_interval=settings.poll_interval_seconds,
+            lease_grace=settings.lease_grace_seconds,
+        )
 
     async def start(self) -> None:
         self._completer.start()

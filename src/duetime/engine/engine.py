@@ -69,16 +69,7 @@ class Engine:
                 limits=PlanLimits(horizon_seconds=90.0),
             ),
         )
-        self.dispatcher = Dispatcher(
-            store,
-            self.deliverers,
-            self.clock,
-            node_id=settings.node_id,
-            concurrency=settings.dispatch_concurrency,
-            batch=settings.dispatch_batch,
-            poll_interval=settings.poll_interval_seconds,
-            lease_grace=settings.lease_grace_seconds,
-        )
+        self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
         self._tasks: list[asyncio.Task[None]] = []
 
     @property

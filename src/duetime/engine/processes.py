@@ -41,11 +41,11 @@ _FLUSH_SECONDS = 0.5
 _RESTART_PAUSE_MAX = 10.0
 
 
-def share(settings: Settings, index: int) -> int:
-    """Process ``index``'s part of the node's ``dispatch_concurrency`` (the node is 0)."""
-    count = settings.dispatch_process_count
-    base, extra = divmod(settings.dispatch_concurrency, count)
-    return base + (1 if index < extra else 0)
+def for_process(settings: Settings, index: int) -> Settings:
+    """The settings of dispatcher process ``index`` (the node's own is 0): its part of the
+    node's ``dispatch_concurrency``."""
+    base, extra = divmod(settings.dispatch_concurrency, settings.dispatch_process_count)
+    return replace(settings, dispatch_concurrency=base + (1 if index < extra else 0))
 
 
 class _Child:
@@ -134,8 +134,7 @@ class DispatchProcesses:
                 await self._watch
         for child in self._children:
             if child.process is not None and child.process.is_alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.process.pid or 0, signal.SIGTERM)
+                child.process.terminate()  # SIGTERM: it drains like the node's dispatcher
         deadline = time.monotonic() + grace + 5.0
         for child in self._children:
             process = child.process
@@ -165,21 +164,16 @@ def _die_with_parent(parent_pid: int) -> None:
 def child_main(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
     """Entry point of a dispatcher process."""
     _die_with_parent(parent_pid)
-    from duetime.server import configure_logging
+    from duetime.server import prepare_process
 
-    configure_logging(settings.log_level)
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        uvloop.install()
+    prepare_process(settings)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_run_child(settings, index, parent_pid, conn))
 
 
 async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
     from duetime.engine.dispatcher import Dispatcher
-    from duetime.server import build_deliverers
-    from duetime.store import store_from_url
+    from duetime.server import GRACE_SECONDS, build_deliverers, open_node_store
 
     events = metrics.forward()
 
@@ -190,42 +184,33 @@ async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Conn
             with contextlib.suppress(OSError, ValueError):
                 conn.send(batch)
 
-    settings = replace(settings, dispatch_concurrency=share(settings, index))
+    settings = for_process(settings, index)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    store = store_from_url(settings.db_url, data_dir=settings.data_dir)
-    await store.open()
-    deliverers = build_deliverers(settings)
-    dispatcher = Dispatcher(
-        store,
-        deliverers,
-        SystemClock(),
-        node_id=f"{settings.node_id}/{index}",
-        concurrency=settings.dispatch_concurrency,
-        batch=settings.dispatch_batch,
-        poll_interval=settings.poll_interval_seconds,
-        lease_grace=settings.lease_grace_seconds,
-    )
-    await dispatcher.start()
-    running = asyncio.create_task(dispatcher.run(), name=f"duetime-dispatcher-{index}")
-    log.info("dispatcher process %d (pid %d) running", index, os.getpid())
-    try:
-        while not stop.is_set():
-            if os.getppid() != parent_pid:
-                log.error("dispatcher process %d: the node process is gone; stopping", index)
-                break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), _FLUSH_SECONDS)
-            flush()
-    finally:
-        await dispatcher.drain(10.0)
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-        for deliverer in deliverers.values():
-            await deliverer.close()
-        await store.close()
-        flush()
-        conn.close()
+    async with open_node_store(settings, migrate=False) as store:
+        deliverers = build_deliverers(settings)
+        dispatcher = Dispatcher.from_settings(
+            store, deliverers, SystemClock(), settings, node_id=f"{settings.node_id}/{index}"
+        )
+        await dispatcher.start()
+        running = asyncio.create_task(dispatcher.run(), name=f"duetime-dispatcher-{index}")
+        log.info("dispatcher process %d (pid %d) running", index, os.getpid())
+        try:
+            while not stop.is_set():
+                if os.getppid() != parent_pid:
+                    log.error("dispatcher process %d: the node process is gone; stopping", index)
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), _FLUSH_SECONDS)
+                flush()
+        finally:
+            await dispatcher.drain(GRACE_SECONDS)
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            for deliverer in deliverers.values():
+                await deliverer.close()
+    flush()
+    conn.close()
