@@ -318,3 +318,33 @@ async def test_saturated_dispatcher_claims_a_batch_not_single_tasks(
     for gate in gates:
         gate.set()
     await d.drain(grace=5)
+
+
+async def test_a_store_outage_in_a_services_wait_backs_off_instead_of_ending_it() -> None:
+    """The promoter's wait reads the store (next due time): an outage there must not end the
+    service's loop — it did once, and the node stopped promoting for good."""
+    from duetime.engine.service import Service
+    from duetime.errors import StoreUnavailable
+
+    class Flaky(Service):
+        name = "flaky"
+
+        def __init__(self) -> None:
+            super().__init__(SystemClock())
+            self.rounds = 0
+            self.waits = 0
+
+        async def run_once(self) -> int:
+            self.rounds += 1
+            if self.rounds >= 3:
+                self.stop()
+            return 0
+
+        async def wait(self, did: int) -> None:
+            self.waits += 1
+            if self.waits == 1:
+                raise StoreUnavailable("the store went away while waiting")
+
+    service = Flaky()
+    await asyncio.wait_for(service.run(), timeout=5)
+    assert service.rounds == service.waits == 3  # every round, the failed wait's included

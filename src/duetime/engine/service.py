@@ -43,12 +43,18 @@ class Service(ABC):
         return self._stopping.is_set()
 
     async def run(self) -> None:
-        """Loop until :meth:`stop`; a store outage or a bug backs off and tries again."""
+        """Loop until :meth:`stop`; a store outage or a bug — in a round or in the wait after
+        it (the promoter's wait reads the store) — backs off and tries again."""
         backoff = 0.1
         down = False
         while not self.stopping:
             try:
                 did = await self.run_once()
+                if down:
+                    log.info("%s: store reachable again", self.name)
+                    down = False
+                backoff = 0.1
+                await self.wait(did)
             except StoreUnavailable as exc:
                 metrics.child(metrics.STORE_ERRORS, self.name).inc()
                 if not down:
@@ -56,19 +62,12 @@ class Service(ABC):
                 down = True
                 await self._pause(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-                continue
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("%s: round failed; retrying", self.name)
                 await self._pause(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-                continue
-            if down:
-                log.info("%s: store reachable again", self.name)
-                down = False
-            backoff = 0.1
-            await self.wait(did)
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
