@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -16,10 +14,12 @@ import pytest
 from duetime.bench.harness import (
     NodeOptions,
     Proc,
+    metric_total,
     receiver_records,
     running,
     start_node,
     start_receiver,
+    wait_until,
 )
 
 pytestmark = pytest.mark.acceptance
@@ -30,15 +30,6 @@ ENV = {
     "DUETIME_POLL_INTERVAL_SECONDS": "0.2",
     "DUETIME_LOG_LEVEL": "info",
 }
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _running_pids(node: Proc) -> set[int]:
@@ -64,22 +55,15 @@ def _create(node: Proc, url: str, count: int) -> list[str]:
     return [t["id"] for t in made.json()["items"]]
 
 
-def _succeeded_attempts(node: Proc) -> float:
-    text = httpx.get(f"{node.url}/metrics", timeout=10).text
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("duetime_attempts_total{") and 'outcome="succeeded"' in line
-    )
-
-
 def test_processes_share_deliveries_and_report_metrics(pg_url: str, tmp_path: Path) -> None:
     receiver = start_receiver(tmp_path)
     node = start_node(tmp_path, NodeOptions(db=pg_url, env=ENV))
     with running(receiver, node):
-        _wait("two dispatcher processes", lambda: len(_running_pids(node)) == 2)
+        wait_until(lambda: len(_running_pids(node)) == 2, 30, "two dispatcher processes")
         ids = _create(node, f"{receiver.url}/hook", 900)
-        _wait("every delivery", lambda: int(httpx.get(f"{receiver.url}/_count").text) >= 900)
+        wait_until(
+            lambda: int(httpx.get(f"{receiver.url}/_count").text) >= 900, 30, "every delivery"
+        )
         records = receiver_records(receiver.url)
         assert sorted(str(r["task_id"]) for r in records) == sorted(ids), "one delivery each"
 
@@ -92,7 +76,11 @@ def test_processes_share_deliveries_and_report_metrics(pg_url: str, tmp_path: Pa
         assert len(node_ids) == 1 and all(re.fullmatch(r"[^/]+(/[12])?", w) for w in workers)
 
         # Attempts made in the dispatcher processes are counted by the node's /metrics.
-        _wait("forwarded metrics", lambda: _succeeded_attempts(node) == 900, timeout=10)
+        wait_until(
+            lambda: metric_total(node.url, "duetime_attempts_total", 'outcome="succeeded"') == 900,
+            10,
+            "forwarded metrics",
+        )
 
         pids = _running_pids(node)
         assert node.stop() == 0
@@ -105,18 +93,22 @@ def test_a_dead_process_is_restarted_and_none_outlives_a_killed_node(
     receiver = start_receiver(tmp_path)
     node = start_node(tmp_path, NodeOptions(db=pg_url, env=ENV))
     with running(receiver, node):
-        _wait("two dispatcher processes", lambda: len(_running_pids(node)) == 2)
+        wait_until(lambda: len(_running_pids(node)) == 2, 30, "two dispatcher processes")
         first = _running_pids(node)
         victim = min(first)
         os.kill(victim, 9)
-        _wait("a restarted process", lambda: len(_running_pids(node) - first) == 1)
+        wait_until(lambda: len(_running_pids(node) - first) == 1, 30, "a restarted process")
         assert "restarting in" in node.log()
 
         ids = _create(node, f"{receiver.url}/hook", 300)
-        _wait("every delivery", lambda: int(httpx.get(f"{receiver.url}/_count").text) >= 300)
+        wait_until(
+            lambda: int(httpx.get(f"{receiver.url}/_count").text) >= 300, 30, "every delivery"
+        )
         assert {str(r["task_id"]) for r in receiver_records(receiver.url)} == set(ids)
 
         live = {p for p in _running_pids(node) if _alive(p)}
         assert len(live) == 2
         node.kill()
-        _wait("dispatcher processes to die with the node", lambda: not any(map(_alive, live)), 5)
+        wait_until(
+            lambda: not any(map(_alive, live)), 5, "dispatcher processes to die with the node"
+        )

@@ -11,7 +11,14 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pytest
 
-from duetime.bench.harness import NodeOptions, receiver_records, running, start_node, start_receiver
+from duetime.bench.harness import (
+    NodeOptions,
+    receiver_records,
+    running,
+    start_node,
+    start_receiver,
+    wait_until,
+)
 from duetime.testing.tcpproxy import TcpProxy
 
 pytestmark = pytest.mark.acceptance
@@ -21,15 +28,6 @@ def _through(proxy: TcpProxy, url: str) -> str:
     parts = urlsplit(url)
     netloc = f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}"
     return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _wait(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_api_503_during_outage_and_engine_recovers(pg_url: str, tmp_path: Path) -> None:
@@ -57,7 +55,7 @@ def test_api_503_during_outage_and_engine_recovers(pg_url: str, tmp_path: Path) 
             time.sleep(5)  # the task falls due while the store is away
 
             proxy.restore()
-            _wait(lambda: httpx.get(f"{node.url}/readyz").status_code == 200, 30, "readyz")
+            wait_until(lambda: httpx.get(f"{node.url}/readyz").status_code == 200, 30, "readyz")
             after = httpx.post(f"{node.url}/v1/tasks", json={"target": hook})
             assert after.status_code == 201, after.text
             fresh = after.json()["id"]
@@ -66,9 +64,11 @@ def test_api_503_during_outage_and_engine_recovers(pg_url: str, tmp_path: Path) 
                 got = {r["task_id"] for r in receiver_records(receiver.url)}
                 return {accepted, fresh} <= got
 
-            _wait(delivered, 30, "both tasks delivered after the outage\n" + node.log()[-2000:])
+            wait_until(
+                delivered, 30, "both tasks delivered after the outage\n" + node.log()[-2000:]
+            )
             for task_id in (accepted, fresh):
-                _wait(
+                wait_until(
                     lambda t=task_id: (
                         httpx.get(f"{node.url}/v1/tasks/{t}").json()["status"] == "succeeded"
                     ),

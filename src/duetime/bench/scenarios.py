@@ -22,7 +22,14 @@ import asyncpg
 import httpx
 import orjson
 
-from duetime.bench.harness import NodeOptions, Proc, receiver_records, start_node, start_receiver
+from duetime.bench.harness import (
+    NodeOptions,
+    Proc,
+    metric_total,
+    receiver_records,
+    start_node,
+    start_receiver,
+)
 from duetime.config import Settings
 
 Figures = dict[str, float]
@@ -165,13 +172,7 @@ def wait_succeeded(base: str, total: int, timeout: float = 120) -> float:
     """Wait until ``total`` tasks are succeeded in the store; returns the wall time it happened."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = httpx.get(base + "/metrics", timeout=10).text
-        done = sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("duetime_tasks{") and 'status="succeeded"' in line
-        )
-        if done >= total:
+        if metric_total(base, "duetime_tasks", 'status="succeeded"') >= total:
             return time.time()
         time.sleep(0.05)
     raise RuntimeError("tasks did not all reach succeeded")
