@@ -39,6 +39,7 @@ log = logging.getLogger("duetime.engine")
 
 _FLUSH_SECONDS = 0.5
 _RESTART_PAUSE_MAX = 10.0
+_STABLE_SECONDS = 60.0
 
 
 def for_process(settings: Settings, index: int) -> Settings:
@@ -53,7 +54,8 @@ class _Child:
         self.index = index
         self.process: BaseProcess | None = None
         self.conn: Connection | None = None
-        self.failures = 0
+        self.failures = 0  # deaths in a row, each within _STABLE_SECONDS of its start
+        self.started_at = 0.0
         self.restart_at = 0.0
 
 
@@ -87,6 +89,7 @@ class DispatchProcesses:
             daemon=False,
         )
         process.start()
+        child.started_at = time.monotonic()
         child_end.close()
         child.process, child.conn = process, parent_end
 
@@ -99,6 +102,8 @@ class DispatchProcesses:
                 if process is None or process.is_alive() or self._stopping:
                     continue
                 if child.restart_at == 0.0:
+                    if time.monotonic() - child.started_at > _STABLE_SECONDS:
+                        child.failures = 0  # it ran well: this death starts a new series
                     child.failures += 1
                     pause = min(_RESTART_PAUSE_MAX, 0.5 * 2 ** (child.failures - 1))
                     child.restart_at = loop.time() + pause
