@@ -385,8 +385,8 @@ async def test_shutdown_ends_long_polls(settings: Settings, store: Store) -> Non
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://duetime.test") as c:
         c.headers.update((await make_tenant(c, "acme")).headers)
-        end_long_polls(app.state)  # before any lease call: nothing to end
         poll = asyncio.create_task(lease(c, "idle", wait_seconds=30))
+        # The poll may or may not have reached its wait yet: either way it ends now.
         await asyncio.sleep(0.1)
         assert not poll.done()
         start = time.monotonic()
@@ -394,6 +394,19 @@ async def test_shutdown_ends_long_polls(settings: Settings, store: Store) -> Non
         assert await asyncio.wait_for(poll, 2) == []
         assert time.monotonic() - start < 0.5
         # Later calls during shutdown answer at once too.
+        start = time.monotonic()
+        assert await lease(c, "idle", wait_seconds=30) == []
+        assert time.monotonic() - start < 0.5
+
+
+async def test_shutdown_before_the_first_lease_call_still_ends_its_poll(
+    settings: Settings, store: Store
+) -> None:
+    app = create_app(settings, store)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://duetime.test") as c:
+        c.headers.update((await make_tenant(c, "acme")).headers)
+        end_long_polls(app.state)  # no lease call has made the app's lease hub yet
         start = time.monotonic()
         assert await lease(c, "idle", wait_seconds=30) == []
         assert time.monotonic() - start < 0.5

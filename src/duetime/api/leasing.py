@@ -307,13 +307,16 @@ def hub(request: Request) -> LeaseHub:
     if found is None:
         found = LeaseHub(state.store)
         state.lease_hub = found
+        if getattr(state, "long_polls_ended", False):
+            found.watch.close()
     return found
 
 
 def end_long_polls(state: Any) -> None:
     """Answer every waiting lease call now, and every later one without waiting: for server
     shutdown, which otherwise waits for long polls (up to 60 s) to end. ``state`` is the app's
-    ``app.state``; a no-op when no lease call was ever made."""
+    ``app.state``. It holds for a lease call that has not reached its hub yet too."""
+    state.long_polls_ended = True
     found: LeaseHub | None = getattr(state, "lease_hub", None)
     if found is not None:
         found.watch.close()
