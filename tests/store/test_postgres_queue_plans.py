@@ -12,6 +12,7 @@ import asyncpg
 
 from duetime.store import store_from_url
 from duetime.store.postgres.queues import QQ
+from duetime.store.postgres.sql import QUERIES as Q
 from duetime.types import ClaimRequest, NewTask, QueueSettings, TargetType
 
 WORKER = {"type": "worker"}
@@ -86,6 +87,42 @@ async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
             assert index in used, f"{name} does not use {index}: {used}"
     finally:
         await conn.close()
+
+
+async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_url: str) -> None:
+    """Statistics taken before a burst say nothing is ready. The dispatcher's claim must still
+    stop after ``limit`` rows of tasks_ready_push_idx instead of reading and sorting the whole
+    ready set, for the first (custom) plan and the generic one alike."""
+    store = store_from_url(pg_url)
+    await store.open()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await store.tenant_create("acme", tenant_id="t")
+        await conn.execute("ANALYZE")  # "nothing is ready"
+        await store.task_create_many([NewTask(tenant_id="t", target=HTTP) for _ in range(3000)])
+        claim = Q["task_claim_push"].rstrip().rstrip(";")
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            tx = conn.transaction()
+            await tx.start()
+            try:  # EXPLAIN ANALYZE runs the claim: rolled back below
+                await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+                await conn.execute(Q["claim_in_index_order"])
+                await conn.execute(f"PREPARE claim({CLAIM_TYPES.rpartition(',')[0]}) AS {claim}")
+                raw = await conn.fetchval(
+                    "EXPLAIN (ANALYZE, FORMAT JSON) "
+                    "EXECUTE claim(NULL, '{http}', NULL, NULL, 50, NULL, 1, 'w', NULL)"
+                )
+                await conn.execute("DEALLOCATE claim")
+            finally:
+                await tx.rollback()
+            nodes = _nodes(json.loads(raw)[0]["Plan"])
+            scans = [n for n in nodes if n.get("Index Name") == "tasks_ready_push_idx"]
+            assert scans, f"{mode}: the claim does not use tasks_ready_push_idx"
+            assert not [n for n in nodes if n["Node Type"] == "Sort"], f"{mode}: it sorts"
+            assert max(n["Actual Rows"] for n in scans) <= 50, f"{mode}: it reads past 50"
+    finally:
+        await conn.close()
+        await store.close()
 
 
 async def test_limited_claims_stay_exact_across_two_nodes(pg_url: str) -> None:

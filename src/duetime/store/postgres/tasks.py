@@ -250,6 +250,9 @@ class TaskOps:
             return []
         types = sorted(t.value for t in request.target_types)
         # Separate statements so each can use its own partial index even under a generic plan.
+        # The push claim walks its index in order only when sorting is off (see
+        # claim_in_index_order); the worker claim reaches its index by (tenant, queue), in order.
+        push = False
         if (
             request.target_types == {TargetType.WORKER}
             and request.queue is not None
@@ -257,24 +260,29 @@ class TaskOps:
         ):
             query = Q["task_claim_worker"]
         elif TargetType.WORKER not in request.target_types:
-            query = Q["task_claim_push"]
+            query, push = Q["task_claim_push"], True
         else:
             query = Q["task_claim_any"]
         names = None if request.names is None else list(request.names)
         lease_seconds = None if request.lease_seconds is None else float(request.lease_seconds)
-        async with self._connection() as conn:
-            found = await conn.fetch(
-                query,
-                self._pinned(),
-                types,
-                request.queue,
-                names,
-                request.limit,
-                lease_seconds,
-                float(request.lease_grace_seconds),
-                request.worker_id,
-                request.tenant_id,
-            )
+        args = (
+            self._pinned(),
+            types,
+            request.queue,
+            names,
+            request.limit,
+            lease_seconds,
+            float(request.lease_grace_seconds),
+            request.worker_id,
+            request.tenant_id,
+        )
+        if push:
+            async with self._transaction() as conn:
+                await conn.execute(Q["claim_in_index_order"])
+                found = await conn.fetch(query, *args)
+        else:
+            async with self._connection() as conn:
+                found = await conn.fetch(query, *args)
         leases = [rows.lease_from_row(r) for r in found]
         # RETURNING has no order; hand out the most urgent first.
         leases.sort(key=lambda lease: (-lease.task.priority, lease.task.due_at))
