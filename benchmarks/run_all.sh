@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every benchmark behind docs/benchmarks.md, medians of 3 runs each, on SQLite and PostgreSQL.
-# Usage: benchmarks/run_all.sh [LOGFILE]   (about 15 minutes on 2 cores; run on a quiet machine)
+# Usage: benchmarks/run_all.sh [LOGFILE]   (about 20 minutes on 2 cores; run on a quiet machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log="${1:-/tmp/duetime-bench.log}"
@@ -13,5 +13,6 @@ for store in sqlite postgres; do
   run .venv/bin/duetime bench run immediate-worker --store "$store" --tasks 500 --repeat 3
   run .venv/bin/duetime bench run create-latency --store "$store" --repeat 3
   run .venv/bin/duetime bench run create-throughput --store "$store" --tasks 20000 --repeat 3
+  run .venv/bin/duetime bench run steady-http --store "$store" --tasks 20000 --repeat 3
 done
 echo "log: $log"

@@ -15,7 +15,7 @@ bench_app = typer.Typer(help="Measure duetime on this machine (real processes on
 def bench_run(
     scenario: Annotated[str, typer.Argument(help=f"one of: {', '.join(SCENARIOS)}")],
     store: Annotated[str, typer.Option(help="sqlite or postgres")] = "sqlite",
-    tasks: Annotated[int, typer.Option(help="tasks per run (bursts, batch creates)")] = 20_000,
+    tasks: Annotated[int, typer.Option(help="tasks per run (bursts, batches, steady)")] = 20_000,
     repeat: Annotated[int, typer.Option(help="runs; the medians are reported")] = 3,
     pg_url: Annotated[
         str,

@@ -171,6 +171,89 @@ def burst_http(config: BenchConfig, workdir: Path) -> Figures:
     }
 
 
+STEADY_WARMUP_SECONDS = 5.0
+"""steady-http: tasks due in the first seconds are left out (pools and caches warming up)."""
+
+
+def steady_http(config: BenchConfig, workdir: Path) -> Figures:
+    """``http`` tasks created at a steady rate (``DUETIME_BENCH_RATE`` per second, default
+    1,000; ``--tasks`` in all) in batches every 20 ms, each due 0-2 s after its create, and
+    delivered to the local receiver: the due-lag (arrival - due) of the tasks due after a
+    warm-up of :data:`STEADY_WARMUP_SECONDS`."""
+    rate = float(os.environ.get("DUETIME_BENCH_RATE", "1000"))
+    receiver = start_receiver(workdir)
+    try:
+        with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+            due, started = asyncio.run(_steady_creates(proc.url, receiver.url, rate, config.tasks))
+            deadline = time.monotonic() + 60
+            with httpx.Client(timeout=10) as poll:
+                while int(poll.get(receiver.url + "/_count").text) < config.tasks:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("not every steady task was delivered")
+                    time.sleep(0.2)
+        records = receiver_records(receiver.url)
+    finally:
+        receiver.stop(5)
+    arrived: dict[str, float] = {}
+    for r in records:
+        arrived.setdefault(str(r["task_id"]), float(r["at"]))  # type: ignore[arg-type]
+    lags = [
+        arrived[task_id] - at
+        for task_id, at in due.items()
+        if at >= started + STEADY_WARMUP_SECONDS
+    ]
+    return {
+        "rate_per_s": rate,
+        "measured": float(len(lags)),
+        "lag_p50_s": percentile(lags, 50),
+        "lag_p95_s": percentile(lags, 95),
+        "lag_p99_s": percentile(lags, 99),
+        "lag_max_s": max(lags),
+    }
+
+
+async def _steady_creates(
+    base: str, receiver_url: str, rate: float, total: int
+) -> tuple[dict[str, float], float]:
+    """Create ``total`` tasks at ``rate`` per second (open loop); their due times by id, and the
+    start of the load (unix time)."""
+    tick = 0.02
+    due: dict[str, float] = {}
+    inflight: set[asyncio.Task[None]] = set()
+    target = {"type": "http", "url": f"{receiver_url}/hook"}
+    async with aiohttp.ClientSession() as session:
+
+        async def post(bodies: list[dict[str, Any]], times: list[float]) -> None:
+            async with session.post(f"{base}/v1/tasks/batch", json={"tasks": bodies}) as r:
+                if r.status != 201:
+                    raise RuntimeError(f"batch create failed: {r.status} {await r.text()}")
+                items = (await r.json())["items"]
+            due.update((item["id"], at) for item, at in zip(items, times, strict=True))
+
+        started = time.time()
+        sent = 0
+        while sent < total:
+            count = min(total - sent, int((time.time() - started) * rate) - sent)
+            if count > 0:
+                now = time.time()
+                times = [now + ((sent + i) % 200) / 100 for i in range(count)]
+                bodies = [
+                    {
+                        "target": target,
+                        "payload": {"n": sent + i},
+                        "run_at": datetime.fromtimestamp(at, UTC).isoformat(),
+                    }
+                    for i, at in enumerate(times)
+                ]
+                job = asyncio.create_task(post(bodies, times))
+                inflight.add(job)
+                job.add_done_callback(inflight.discard)
+                sent += count
+            await asyncio.sleep(tick)
+        await asyncio.gather(*inflight)
+    return due, started
+
+
 def wait_succeeded(base: str, total: int, timeout: float = 120) -> float:
     """Wait until ``total`` tasks are succeeded in the store; returns the wall time it happened."""
     deadline = time.monotonic() + timeout
@@ -413,6 +496,7 @@ def _herd_arrivals(receiver_url: str, minute: int, expected: int) -> list[float]
 
 SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
     "burst-http": burst_http,
+    "steady-http": steady_http,
     "immediate-http": immediate_http,
     "immediate-worker": immediate_worker,
     "herd-schedules": herd_schedules,
