@@ -16,6 +16,7 @@ id is simply stale), one ends them all; the attempt's retry delay comes from
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -196,6 +197,7 @@ class LeaseHub:
         ended = iter(results)
         out: list[AckResult] = []
         freed: set[tuple[str, str]] = set()
+        ended_by: collections.Counter[tuple[str, str]] = collections.Counter()
         for item in items:
             lease = leases.get(item.lease_id)
             result = None if lease is None else next(ended)
@@ -203,9 +205,11 @@ class LeaseHub:
                 out.append(AckResult(item.lease_id, None if lease is None else lease.task.id))
                 continue
             task = lease.task
-            metrics.child(metrics.ATTEMPTS, task.queue, item.outcome.value).inc()
+            ended_by[task.queue, item.outcome.value] += 1
             freed.add((task.tenant_id, task.queue))
             out.append(AckResult(item.lease_id, task.id, result.status))
+        for (queue, outcome), count in ended_by.items():  # one increment per label set
+            metrics.child(metrics.ATTEMPTS, queue, outcome).inc(count)
         stale = sum(1 for r in out if r.task_status is None)
         if stale:
             metrics.STALE_COMPLETIONS.labels("lease_api").inc(stale)

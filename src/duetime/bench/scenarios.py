@@ -42,6 +42,8 @@ class BenchConfig:
     tasks: int = 20_000
     repeat: int = 3
     node_env: tuple[tuple[str, str], ...] = ()
+    database: str | None = None
+    """Run on this existing PostgreSQL database (kept) instead of a fresh one per run."""
 
 
 def machine() -> str:
@@ -82,7 +84,10 @@ def percentile(values: list[float], q: float) -> float:
 
 @contextlib.contextmanager
 def bench_store(config: BenchConfig, workdir: Path) -> Iterator[str]:
-    """A fresh, empty store URL for one run."""
+    """A fresh, empty store URL for one run (or ``config.database``)."""
+    if config.database is not None:
+        yield config.database
+        return
     if config.store == "sqlite":
         yield f"sqlite:///{workdir / f'bench-{uuid.uuid4().hex[:6]}.db'}"
         return
