@@ -20,9 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
-import httpx
 
-from duetime.bench.harness import start_receiver
+from duetime.bench.harness import start_receiver, wait_delivered
 from duetime.bench.scenarios import BenchConfig, bench_store, cpu_speed, create_batches, node
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -84,9 +83,7 @@ def main() -> None:
                 asyncio.run(create_batches(proc.url, [body] * args.tasks))
                 time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() - 0.05))
                 before, split_before, start = cpu_by_process(), machine_split(), time.time()
-                with httpx.Client(timeout=10) as poll:
-                    while int(poll.get(receiver.url + "/_count").text) < args.tasks:
-                        time.sleep(0.05)
+                wait_delivered(receiver.url, args.tasks, timeout=lead + 120)
                 after, split_after, end = cpu_by_process(), machine_split(), time.time()
                 time.sleep(1)  # the last completions
                 per_process = asyncio.run(_attempts_by_worker(db))

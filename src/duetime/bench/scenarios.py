@@ -19,16 +19,17 @@ from typing import Any
 
 import aiohttp
 import asyncpg
-import httpx
 import orjson
 
 from duetime.bench.harness import (
     NodeOptions,
     Proc,
+    first_arrivals,
     metric_total,
     receiver_records,
     start_node,
     start_receiver,
+    wait_delivered,
 )
 from duetime.config import Settings
 
@@ -147,24 +148,12 @@ def burst_http(config: BenchConfig, workdir: Path) -> Figures:
             asyncio.run(create_batches(proc.url, bodies))
             if datetime.now(UTC) >= due:
                 raise RuntimeError("creating the burst took longer than its lead time")
-            deadline = time.monotonic() + lead + 120
-            # One client for the whole poll: httpx.get() builds a client (and its TLS context,
-            # ~20 ms of CPU) per call, which took a quarter of a core from the measured burst.
-            with httpx.Client(timeout=10) as poll:
-                while time.monotonic() < deadline:
-                    count = int(poll.get(receiver.url + "/_count").text)
-                    if count >= config.tasks:
-                        break
-                    time.sleep(0.05)
-                else:
-                    raise RuntimeError(f"only {count} of {config.tasks} delivered")
+            wait_delivered(receiver.url, config.tasks, timeout=lead + 120)
             drained_at = wait_succeeded(proc.url, config.tasks)
         records = receiver_records(receiver.url)
     finally:
         receiver.stop(5)
-    first: dict[str, float] = {}
-    for r in records:
-        first.setdefault(str(r["task_id"]), float(r["at"]))  # type: ignore[arg-type]
+    first = first_arrivals(records)
     lags = [at - due.timestamp() for at in first.values()]
     span = max(first.values()) - due.timestamp()
     return {
@@ -190,18 +179,11 @@ def steady_http(config: BenchConfig, workdir: Path) -> Figures:
     try:
         with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
             due, started = asyncio.run(_steady_creates(proc.url, receiver.url, rate, config.tasks))
-            deadline = time.monotonic() + 60
-            with httpx.Client(timeout=10) as poll:
-                while int(poll.get(receiver.url + "/_count").text) < config.tasks:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("not every steady task was delivered")
-                    time.sleep(0.2)
+            wait_delivered(receiver.url, config.tasks, timeout=60, interval=0.2)
         records = receiver_records(receiver.url)
     finally:
         receiver.stop(5)
-    arrived: dict[str, float] = {}
-    for r in records:
-        arrived.setdefault(str(r["task_id"]), float(r["at"]))  # type: ignore[arg-type]
+    arrived = first_arrivals(records)
     lags = [
         arrived[task_id] - at
         for task_id, at in due.items()
