@@ -125,30 +125,6 @@ async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_ur
         await store.close()
 
 
-async def test_the_push_claim_walks_in_order_while_a_backlog_is_ready(pg_url: str) -> None:
-    """A claim that took all it asked for turns on the ordered walk for the next one (a backlog
-    is likely ready); one that found fewer turns it off. Either way claims come out most urgent
-    first."""
-    store = store_from_url(pg_url)
-    await store.open()
-    try:
-        await store.tenant_create("acme", tenant_id="t")
-        await store.task_create_many(
-            [NewTask(tenant_id="t", target=HTTP, priority=p) for p in range(10)]
-        )
-        claim = ClaimRequest(worker_id="d", limit=4, target_types=frozenset({TargetType.HTTP}))
-        got = [lease.task.priority for lease in await store.task_claim(claim)]
-        assert got == [9, 8, 7, 6]
-        assert store._push_backlog  # type: ignore[attr-defined]
-        got = [lease.task.priority for lease in await store.task_claim(claim)]  # in order
-        assert got == [5, 4, 3, 2]
-        got = [lease.task.priority for lease in await store.task_claim(claim)]
-        assert got == [1, 0]
-        assert not store._push_backlog  # type: ignore[attr-defined]
-    finally:
-        await store.close()
-
-
 async def test_limited_claims_stay_exact_across_two_nodes(pg_url: str) -> None:
     """Two stores (two nodes) racing for a limited queue never exceed its limit."""
     a, b = store_from_url(pg_url), store_from_url(pg_url)

@@ -243,12 +243,11 @@ SELECT count(*) FROM upd;
 SELECT min(due_at) FROM tasks WHERE status IN ('scheduled', 'retrying');
 
 -- name: claim_in_index_order
--- Run before task_claim_push, in its transaction, while a backlog is ready (the last claim
--- took all it asked for; see TaskOps.task_claim). Statistics lag behind a burst: they still
--- say "nothing is ready" while thousands are, and the planner then reads the whole ready set
--- with a bitmap scan and sorts it for every claim (measured: 40 ms for 500 of 20,000 ready),
--- where a walk of tasks_ready_push_idx in its order stops after the first few hundred rows
--- (1.5 ms). Without sorts that walk is the only plan left.
+-- Run before task_claim_push, in its transaction. Statistics lag behind a
+-- burst: they still say "nothing is ready" while thousands are, and the planner then reads the
+-- whole ready set with a bitmap scan and sorts it for every claim (measured: 40 ms for 500 of
+-- 20,000 ready), where a walk of tasks_ready_push_idx in its order stops after the first few
+-- hundred rows (1.5 ms). Without sorts that walk is the only plan left.
 SET LOCAL enable_sort = off;
 
 -- name: task_claim_push

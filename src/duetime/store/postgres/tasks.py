@@ -50,8 +50,6 @@ class TaskOps:
     ready_signal: PgSignal
     due_signal: PgSignal
     _inserts: InsertBatcher[asyncpg.Record]
-    _push_backlog = False
-    """The last push claim took all it asked for: more are likely ready (see task_claim)."""
 
     def _pinned(self) -> datetime | None:
         raise NotImplementedError
@@ -252,11 +250,10 @@ class TaskOps:
             return []
         types = sorted(t.value for t in request.target_types)
         # Separate statements so each can use its own partial index even under a generic plan.
-        # The worker claim reaches its index by (tenant, queue), in order. The push claim walks
-        # its index in order only with sorting off (see claim_in_index_order), which costs a
-        # transaction (three more round trips): worth it while a backlog is ready, when a plan
-        # that sorts the whole ready set would be paid on every claim; not for the few tasks a
-        # claim finds under light load, where the extra round trips are most of its latency.
+        # The push claim walks its index in order only when sorting is off (see
+        # claim_in_index_order); the worker claim reaches its index by (tenant, queue), in order.
+        # The transaction costs ~0.4 ms per claim; keeping it for backlogs only measured slower
+        # bursts (docs/benchmarks.md, third session).
         push = False
         if (
             request.target_types == {TargetType.WORKER}
@@ -281,15 +278,13 @@ class TaskOps:
             request.worker_id,
             request.tenant_id,
         )
-        if push and self._push_backlog:
+        if push:
             async with self._transaction() as conn:
                 await conn.execute(Q["claim_in_index_order"])
                 found = await conn.fetch(query, *args)
         else:
             async with self._connection() as conn:
                 found = await conn.fetch(query, *args)
-        if push:
-            self._push_backlog = len(found) >= request.limit
         leases = [rows.lease_from_row(r) for r in found]
         # RETURNING has no order; hand out the most urgent first.
         leases.sort(key=lambda lease: (-lease.task.priority, lease.task.due_at))
