@@ -243,11 +243,12 @@ SELECT count(*) FROM upd;
 SELECT min(due_at) FROM tasks WHERE status IN ('scheduled', 'retrying');
 
 -- name: claim_in_index_order
--- Run before task_claim_push, in its transaction. Statistics lag behind a
--- burst: they still say "nothing is ready" while thousands are, and the planner then reads the
--- whole ready set with a bitmap scan and sorts it for every claim (measured: 40 ms for 500 of
--- 20,000 ready), where a walk of tasks_ready_push_idx in its order stops after the first few
--- hundred rows (1.5 ms). Without sorts that walk is the only plan left.
+-- Run before every task_claim_push, in its transaction. Statistics lag behind a burst: they
+-- still say "nothing is ready" while thousands are, and the planner then reads the whole ready
+-- set with a bitmap scan and sorts it for every claim (measured: 40 ms for 500 of 20,000 ready),
+-- where a walk of tasks_ready_push_idx in its order stops after the first few hundred rows
+-- (1.5 ms). Without sorts that walk is the only plan left. Every run, not some: a prepared
+-- statement's cached plan keeps the settings it was planned under.
 SET LOCAL enable_sort = off;
 
 -- name: task_claim_push
