@@ -19,6 +19,7 @@ from duetime.bench.harness import (
     running,
     start_node,
     start_receiver,
+    wait_delivered,
     wait_until,
 )
 
@@ -61,9 +62,7 @@ def test_processes_share_deliveries_and_report_metrics(pg_url: str, tmp_path: Pa
     with running(receiver, node):
         wait_until(lambda: len(_running_pids(node)) == 2, 30, "two dispatcher processes")
         ids = _create(node, f"{receiver.url}/hook", 900)
-        wait_until(
-            lambda: int(httpx.get(f"{receiver.url}/_count").text) >= 900, 30, "every delivery"
-        )
+        wait_delivered(receiver.url, 900, timeout=30)
         records = receiver_records(receiver.url)
         assert sorted(str(r["task_id"]) for r in records) == sorted(ids), "one delivery each"
 
@@ -101,9 +100,7 @@ def test_a_dead_process_is_restarted_and_none_outlives_a_killed_node(
         assert "restarting in" in node.log()
 
         ids = _create(node, f"{receiver.url}/hook", 300)
-        wait_until(
-            lambda: int(httpx.get(f"{receiver.url}/_count").text) >= 300, 30, "every delivery"
-        )
+        wait_delivered(receiver.url, 300, timeout=30)
         assert {str(r["task_id"]) for r in receiver_records(receiver.url)} == set(ids)
 
         live = {p for p in _running_pids(node) if _alive(p)}

@@ -35,10 +35,12 @@ def wait_until(check: Callable[[], object], timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def metric_total(base_url: str, name: str, label: str) -> float:
+def metric_total(base_url: str, name: str, label: str, client: httpx.Client | None = None) -> float:
     """The sum of a node's ``/metrics`` samples of ``name`` whose labels contain ``label``
-    (e.g. ``'status="succeeded"'``)."""
-    text = httpx.get(base_url + "/metrics", timeout=10).text
+    (e.g. ``'status="succeeded"'``). A caller that polls passes its one ``client`` (see
+    :func:`wait_delivered`)."""
+    get = httpx.get if client is None else client.get
+    text = get(base_url + "/metrics", timeout=10).text
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()

@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import asyncpg
+import httpx
 import orjson
 
 from duetime.bench.harness import (
@@ -244,10 +245,11 @@ async def _steady_creates(
 def wait_succeeded(base: str, total: int, timeout: float = 120) -> float:
     """Wait until ``total`` tasks are succeeded in the store; returns the wall time it happened."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if metric_total(base, "duetime_tasks", 'status="succeeded"') >= total:
-            return time.time()
-        time.sleep(0.05)
+    with httpx.Client() as poll:
+        while time.monotonic() < deadline:
+            if metric_total(base, "duetime_tasks", 'status="succeeded"', poll) >= total:
+                return time.time()
+            time.sleep(0.05)
     raise RuntimeError("tasks did not all reach succeeded")
 
 
