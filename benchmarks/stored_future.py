@@ -33,6 +33,7 @@ from duetime.bench.scenarios import (
     create_latency,
     machine,
     node,
+    sql_value,
 )
 
 NAME = "duetime_bench_stored"
@@ -48,26 +49,18 @@ FROM (SELECT * FROM tasks ORDER BY created_at LIMIT 1) AS t,
 """
 
 
-async def _admin(url: str, sql: str) -> object:
-    conn = await asyncpg.connect(url)
-    try:
-        return await conn.fetchval(sql)
-    finally:
-        await conn.close()
-
-
 def seed(pg_url: str, stored: int) -> str:
     """The seeded database's URL; made (and seeded) unless it already holds ``stored`` tasks."""
     base = pg_url.rpartition("/")[0]
     url = f"{base}/{NAME}"
-    exists = asyncio.run(_admin(pg_url, f"SELECT 1 FROM pg_database WHERE datname = '{NAME}'"))
+    exists = sql_value(pg_url, f"SELECT 1 FROM pg_database WHERE datname = '{NAME}'")
     if exists:
-        have = asyncio.run(_admin(url, "SELECT count(*) FROM tasks WHERE status = 'scheduled'"))
+        have = sql_value(url, "SELECT count(*) FROM tasks WHERE status = 'scheduled'")
         if isinstance(have, int) and have >= stored:
             print(f"# reusing {NAME}: {have:,} future tasks stored", flush=True)
             return url
-        asyncio.run(_admin(pg_url, f'DROP DATABASE "{NAME}" WITH (FORCE)'))
-    asyncio.run(_admin(pg_url, f'CREATE DATABASE "{NAME}"'))
+        sql_value(pg_url, f'DROP DATABASE "{NAME}" WITH (FORCE)')
+    sql_value(pg_url, f'CREATE DATABASE "{NAME}"')
     with tempfile.TemporaryDirectory(prefix="duetime-bench-") as tmp:
         config = BenchConfig(store="postgres", pg_url=pg_url, database=url)
         with node(Path(tmp), url, config) as proc:  # migrates; one task to copy
@@ -126,7 +119,7 @@ def main() -> None:
                 print(f"run {i + 1} {label}: " + "  ".join(f"{k}={v:.3f}" for k, v in run.items()))
     finally:
         if not args.keep:
-            asyncio.run(_admin(args.pg_url, f'DROP DATABASE IF EXISTS "{NAME}" WITH (FORCE)'))
+            sql_value(args.pg_url, f'DROP DATABASE IF EXISTS "{NAME}" WITH (FORCE)')
     print(
         f"stored: {args.stored:,} future tasks; burst: {args.tasks:,} http tasks; "
         f"medians of {args.repeat}"

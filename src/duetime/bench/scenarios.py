@@ -95,19 +95,24 @@ def bench_store(config: BenchConfig, workdir: Path) -> Iterator[str]:
         return
     name = f"duetime_bench_{uuid.uuid4().hex[:8]}"
     base = config.pg_url.rpartition("/")[0]
-
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(config.pg_url)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    sql_value(config.pg_url, f'CREATE DATABASE "{name}"')
     try:
         yield f"{base}/{name}"
     finally:
-        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        sql_value(config.pg_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sql_value(url: str, sql: str) -> object:
+    """Run one statement on its own connection to ``url``; its first value (or None)."""
+
+    async def run() -> object:
+        conn = await asyncpg.connect(url)
+        try:
+            return await conn.fetchval(sql)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
 
 
 @contextlib.contextmanager
