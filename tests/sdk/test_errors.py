@@ -35,7 +35,7 @@ def problem(status: int, slug: str, title: str, detail: str, **extra: Any) -> di
 
 async def raised_by(response: httpx.Response) -> ApiError:
     transport = httpx.MockTransport(lambda request: response)
-    async with AsyncClient("http://duetime.test", "k", transport=transport) as client:
+    async with AsyncClient("http://duetime.test", "k", retries=0, transport=transport) as client:
         with pytest.raises(ApiError) as caught:
             await client.get_task("x")
     return caught.value
@@ -137,7 +137,7 @@ async def test_no_answer_is_a_transport_error() -> None:
 
     for handler, words in ((refuse, "cannot reach http://duetime.test"), (slow, "timed out")):
         transport = httpx.MockTransport(handler)
-        async with AsyncClient("http://duetime.test", transport=transport) as client:
+        async with AsyncClient("http://duetime.test", retries=0, transport=transport) as client:
             with pytest.raises(TransportError) as caught:
                 await client.get_task("x")
         assert words in str(caught.value)

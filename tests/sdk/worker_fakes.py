@@ -75,7 +75,8 @@ class FakeLeaseApi:
         return task_id
 
     def client(self) -> AsyncClient:
-        return AsyncClient(BASE, "dt_test", transport=httpx.MockTransport(self.handle))
+        # As the worker makes its own client: it backs off from outages itself (and counts them).
+        return AsyncClient(BASE, "dt_test", retries=0, transport=httpx.MockTransport(self.handle))
 
     def bodies(self, path_end: str) -> list[Any]:
         return [c.body for c in self.calls if c.path.endswith(path_end)]

@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import os
+import random
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
@@ -38,7 +40,7 @@ import orjson
 import pydantic
 
 from duetime import __version__, errors
-from duetime.sdk.errors import TransportError, error_from_response
+from duetime.sdk.errors import ApiUnavailable, TransportError, error_from_response
 from duetime.sdk.leases import LeaseCalls
 from duetime.sdk.models import (
     ApiKeyCreated,
@@ -57,6 +59,12 @@ from duetime.types import TaskStatus
 __all__ = ["DEFAULT_URL", "AsyncClient", "Client"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+
+DEFAULT_RETRIES = 3
+"""Transient failures a call is tried again after, by default (see :class:`_Api`)."""
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+"""Methods whose repeat cannot do more than the first call did (HTTP idempotent methods)."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -101,20 +109,35 @@ def _spec_from(spec: TaskSpec | Mapping[str, Any], index: int | None = None) -> 
 
 
 class _Api:
-    """The HTTP core every group of calls is built on."""
+    """The HTTP core every group of calls is built on.
+
+    ``base_url`` and ``api_key`` default to ``DUETIME_URL`` and ``DUETIME_API_KEY`` (as the CLI
+    reads them), then to :data:`DEFAULT_URL` and no key.
+
+    Transient failures are tried again, up to ``retries`` times with exponential backoff and
+    jitter (``Retry-After`` honoured, at most 30 s): a 503 (the server changed nothing) and a
+    connection that could not be made (nothing was sent) always; a timeout or a connection lost
+    mid-call only where repeating cannot do more than the first call did — an idempotent method
+    (GET, PUT, DELETE) or a body carrying an ``idempotency_key``. ``retries=0`` turns it off.
+    """
 
     def __init__(
         self,
-        base_url: str = DEFAULT_URL,
+        base_url: str | None = None,
         api_key: str | None = None,
         *,
         timeout: float = 10.0,
+        retries: int = DEFAULT_RETRIES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        base_url = base_url or os.environ.get("DUETIME_URL") or DEFAULT_URL
+        if api_key is None:
+            api_key = os.environ.get("DUETIME_API_KEY") or None
         headers = {"user-agent": f"duetime-python/{__version__}", "accept": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
+        self.retries = max(0, retries)
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
@@ -141,13 +164,15 @@ class _Api:
         *,
         body: Any = UNSET,
         params: Params | None = None,
+        retries: int | None = None,
     ) -> Any:
         """Send one call and return its decoded JSON (None for an empty body).
 
         Raises the typed :class:`~duetime.sdk.errors.ApiError` for a non-2xx answer and
-        :class:`~duetime.sdk.errors.TransportError` when there is no answer.
+        :class:`~duetime.sdk.errors.TransportError` when there is no answer, once ``retries``
+        (default: the client's) tries of a transient failure are spent.
         """
-        return _decoded(await self._send(method, path, body=body, params=params))
+        return _decoded(await self._send(method, path, body=body, params=params, retries=retries))
 
     async def _send(
         self,
@@ -157,9 +182,11 @@ class _Api:
         body: Any = UNSET,
         params: Params | None = None,
         extra_read_seconds: float = 0.0,
+        retries: int | None = None,
     ) -> httpx.Response:
         """Send one call and return its 2xx response; errors as in :meth:`_request`.
         ``extra_read_seconds`` stretches the read timeout (for long polls)."""
+        retries = self.retries if retries is None else retries
         content: bytes | None = None
         headers: dict[str, str] = {}
         if body is not UNSET:
@@ -170,24 +197,48 @@ class _Api:
             base = self._http.timeout
             read = None if base.read is None else base.read + extra_read_seconds
             timeout = httpx.Timeout(base.connect, read=read, write=base.write, pool=base.pool)
-        try:
-            response = await self._http.request(
-                method,
-                path,
-                content=content,
-                params=params,
-                headers=headers,
-                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            )
-        except httpx.TimeoutException as exc:
-            raise TransportError(f"{method} {self.base_url}{path}: timed out ({exc})") from exc
-        except httpx.TransportError as exc:
-            raise TransportError(f"cannot reach {self.base_url}: {exc}") from exc
-        if response.is_success:
-            return response
-        raise error_from_response(
-            response.status_code, response.reason_phrase, _decoded(response), response.headers
+        repeatable = method in _SAFE_METHODS or (
+            isinstance(body, Mapping) and body.get("idempotency_key") is not None
         )
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    method,
+                    path,
+                    content=content,
+                    params=params,
+                    headers=headers,
+                    timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                )
+            except httpx.TransportError as exc:
+                never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                if attempt < retries and (never_sent or repeatable):
+                    attempt += 1
+                    await asyncio.sleep(_backoff(attempt, None))
+                    continue
+                if isinstance(exc, httpx.TimeoutException):
+                    raise TransportError(
+                        f"{method} {self.base_url}{path}: timed out ({exc})"
+                    ) from exc
+                raise TransportError(f"cannot reach {self.base_url}: {exc}") from exc
+            if response.is_success:
+                return response
+            error = error_from_response(
+                response.status_code, response.reason_phrase, _decoded(response), response.headers
+            )
+            if isinstance(error, ApiUnavailable) and attempt < retries:
+                attempt += 1
+                await asyncio.sleep(_backoff(attempt, error.retry_after))
+                continue
+            raise error
+
+
+def _backoff(attempt: int, retry_after: float | None) -> float:
+    """Seconds before try ``attempt + 1``: the server's ``Retry-After`` when it gave one, else
+    0.1 s doubling per try; both spread by up to +25 % and capped at 30 s."""
+    base = retry_after if retry_after is not None else 0.1 * 2 ** (attempt - 1)
+    return float(min(30.0, max(0.0, base) * random.uniform(1.0, 1.25)))
 
 
 def _decoded(response: httpx.Response) -> Any:
@@ -209,12 +260,14 @@ class _TaskCalls(_Api):
         """Create one task from a :class:`TaskSpec` or its fields as keywords (not both).
 
         With an ``idempotency_key`` already used by this tenant, nothing is created and the
-        existing task is returned. Raises ``ValidationError`` (locally for a malformed spec, or
-        from the server), ``Unauthorized``.
+        existing task is returned; the result's ``created`` tells which happened. Raises
+        ``ValidationError`` (locally for a malformed spec, or from the server), ``Unauthorized``.
         """
         if spec is not None and fields:
             raise TypeError("create_task() takes a TaskSpec or keyword fields, not both")
-        data = await self._request("POST", "/v1/tasks", body=_spec_from(spec or fields).to_json())
+        response = await self._send("POST", "/v1/tasks", body=_spec_from(spec or fields).to_json())
+        data = _decoded(response)
+        data["created"] = response.status_code == 201
         return Task.model_validate(data)
 
     async def create_tasks(self, specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[Task]:
@@ -377,7 +430,7 @@ class _TenantCalls(_Api):
         """Whether the server answers ``/readyz`` with success (store reachable, migrations
         current). Never raises for an unreachable or unready server."""
         try:
-            await self._request("GET", "/readyz")
+            await self._request("GET", "/readyz", retries=0)
         except (errors.DuetimeError, pydantic.ValidationError):
             return False
         return True
@@ -386,9 +439,11 @@ class _TenantCalls(_Api):
 class AsyncClient(_TaskCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls):
     """Async client for the duetime HTTP API.
 
-    ``AsyncClient(base_url="http://127.0.0.1:8080", api_key=None, *, timeout=10.0,
-    transport=None)``: ``api_key`` is a tenant key (or the admin token for admin calls; None in
-    dev mode); ``timeout`` applies to each request; ``transport`` replaces the network, e.g.
+    ``AsyncClient(base_url=None, api_key=None, *, timeout=10.0, retries=3, transport=None)``:
+    ``base_url`` defaults to ``DUETIME_URL``, then ``http://127.0.0.1:8080``; ``api_key`` is a
+    tenant key (or the admin token for admin calls; None in dev mode), defaulting to
+    ``DUETIME_API_KEY``; ``timeout`` applies to each request; ``retries`` bounds how often a
+    transient failure is tried again (see :class:`_Api`); ``transport`` replaces the network, e.g.
     ``httpx.MockTransport(handler)`` or ``httpx.ASGITransport(app)`` in tests. Use it as an
     ``async with`` block or call :meth:`aclose`.
     """
@@ -446,13 +501,16 @@ class Client:
 
     def __init__(
         self,
-        base_url: str = DEFAULT_URL,
+        base_url: str | None = None,
         api_key: str | None = None,
         *,
         timeout: float = 10.0,
+        retries: int = DEFAULT_RETRIES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._async = AsyncClient(base_url, api_key, timeout=timeout, transport=transport)
+        self._async = AsyncClient(
+            base_url, api_key, timeout=timeout, retries=retries, transport=transport
+        )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="duetime-client", daemon=True

@@ -184,6 +184,9 @@ class Task(_Response):
     result: Any = None
     next_attempt_at: datetime | None = None
     cancel_requested: bool = False
+    created: bool | None = None
+    """From ``create_task`` only: True when the call created the task, False when its
+    ``idempotency_key`` found an existing one; None on every other call."""
 
     @property
     def terminal(self) -> bool:

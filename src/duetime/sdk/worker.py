@@ -424,12 +424,13 @@ class Worker:
     def _open_client(self) -> tuple[AsyncClient, bool]:
         if self._client is not None:
             return self._client, False
-        from duetime.sdk.client import DEFAULT_URL, AsyncClient
+        from duetime.sdk.client import AsyncClient
 
         client = AsyncClient(
-            self._url or DEFAULT_URL,
+            self._url,
             self._api_key,
             timeout=self.config.request_timeout_seconds,
+            retries=0,  # the lease and ack loops back off from outages themselves
         )
         return client, True
 
