@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime
+
 from duetime import metrics
 from duetime.clock import Clock
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
 from duetime.retry import next_retry_delay
 from duetime.store import Store
-from duetime.types import AttemptOutcome, Completion
+from duetime.store.isolation import complete_isolated, reason
+from duetime.types import AttemptOutcome, Completion, Lease
+
+log = logging.getLogger("duetime.engine")
 
 
 class Reaper(Service):
     """Each round finds up to ``batch`` expired leases and completes them, fenced by the very lease
     that expired: if the holder completes first, the reaper's completion is refused, and vice
-    versa. The task is retried with backoff, or fails when attempts are exhausted."""
+    versa. The task is retried with backoff, or fails when attempts are exhausted. A lease whose
+    ending cannot be worked out or recorded is isolated (see :mod:`duetime.store.isolation`): it
+    never stops the round for the other leases."""
 
     name = "reaper"
 
@@ -34,23 +42,8 @@ class Reaper(Service):
         if not expired:
             return 0
         now = await self._store.now()
-        completions = []
-        for lease in expired:
-            task = lease.task
-            started = task.started_at or now
-            completions.append(
-                Completion(
-                    task_id=task.id,
-                    lease_id=lease.lease_id,
-                    outcome=AttemptOutcome.LEASE_EXPIRED,
-                    started_at=started,
-                    duration_ms=max(0.0, (now - started).total_seconds() * 1000),
-                    error=f"lease expired at {lease.lease_expires_at.isoformat()}",
-                    retry_delay_seconds=next_retry_delay(task, retryable=True),
-                    worker=task.worker_id,
-                )
-            )
-        results = await self._store.task_complete_many(completions)
+        completions = [_ending(lease, now) for lease in expired]
+        results = await complete_isolated(self._store, completions)
         reaped = sum(1 for r in results if r.accepted)
         metrics.LEASE_EXPIRATIONS.inc(reaped)
         for lease, result in zip(expired, results, strict=True):
@@ -61,3 +54,28 @@ class Reaper(Service):
     async def wait(self, did: int) -> None:
         if did < self._batch:
             await self._pause(self._interval)
+
+
+def _ending(lease: Lease, now: datetime) -> Completion:
+    """The ``lease_expired`` completion of an expired lease. A task whose retry cannot be worked
+    out (whatever its stored policy holds) fails with the reason instead of stopping the round
+    for every tenant."""
+    task = lease.task
+    started = task.started_at or now
+    error = f"lease expired at {lease.lease_expires_at.isoformat()}"
+    try:
+        delay = next_retry_delay(task, retryable=True)
+    except Exception as exc:
+        delay = None
+        error = f"{error}; {reason('could not compute the retry', exc)}"
+        log.error("task %s: %s", task.id, error)
+    return Completion(
+        task_id=task.id,
+        lease_id=lease.lease_id,
+        outcome=AttemptOutcome.LEASE_EXPIRED,
+        started_at=started,
+        duration_ms=max(0.0, (now - started).total_seconds() * 1000),
+        error=error,
+        retry_delay_seconds=delay,
+        worker=task.worker_id,
+    )

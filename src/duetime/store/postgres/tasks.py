@@ -22,6 +22,7 @@ from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.signals import PgSignal
 from duetime.store.postgres.sql import QUERIES as Q
+from duetime.store.recorded import recordable
 from duetime.types import (
     ClaimRequest,
     Completion,
@@ -294,12 +295,13 @@ class TaskOps:
         """End attempts, fenced on (id, lease, running); release or fail dependents.
 
         One statement ends every attempt and writes its attempt row; only when a finished task
-        has dependents do more statements run, in the same transaction.
+        has dependents do more statements run, in the same transaction. What is recorded is
+        first made storable (:func:`~duetime.store.recorded.recordable`).
         """
         sent: dict[tuple[str, str], Completion] = {}
         for c in completions:
-            if is_uuid(c.task_id) and is_uuid(c.lease_id):
-                sent.setdefault((c.task_id, c.lease_id), c)
+            if is_uuid(c.task_id) and is_uuid(c.lease_id) and (c.task_id, c.lease_id) not in sent:
+                sent[c.task_id, c.lease_id] = recordable(c)
         ended: dict[tuple[str, str], TaskStatus] = {}
         if sent:
             ended = await self._complete(list(sent.values()))

@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreUnavailable
+from duetime.store.recorded import recordable
 from duetime.store.sqlite import leadership, migrations, queues, tasks_api, tasks_engine, tenancy
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
@@ -344,7 +345,7 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
     async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
         if not completions:
             return []
-        batch = list(completions)
+        batch = [recordable(c) for c in completions]
         wake = Wakeups()
         results = await self._write(
             lambda conn, now: tasks_engine.task_complete_many(conn, now, batch, wake)
