@@ -1,0 +1,225 @@
+"""No row stops an engine loop (SPEC §7 "Bounded by construction"), on both stores: a batch that
+fails for anything but a store outage is split until the item to blame is found; that task gets a
+failed attempt saying why (or, if even that cannot be written, is skipped); the healthy items are
+recorded exactly once; the loop goes on. Poison rows are made with raw SQL (see ``poison_rows.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+import pytest
+
+from duetime.api.leasing import Ack, LeaseHub
+from duetime.clock import FakeClock
+from duetime.engine.completer import Completer
+from duetime.engine.reaper import Reaper
+from duetime.store import Store
+from duetime.types import (
+    AttemptOutcome,
+    ClaimRequest,
+    Completion,
+    Lease,
+    NewTask,
+    RetryPolicy,
+    TargetType,
+    TaskStatus,
+)
+from poison_rows import refuse, set_columns
+from test_services import leader_for
+
+WORKER = {"type": "worker"}
+
+
+async def running(store: Store, tenant: str, n: int, **fields: object) -> list[Lease]:
+    made = await store.task_create_many(
+        [NewTask(tenant_id=tenant, target=WORKER, queue="q", **fields) for _ in range(n)]  # type: ignore[arg-type]
+    )
+    leases = await store.task_claim(
+        ClaimRequest(
+            worker_id="w1",
+            limit=n,
+            target_types=frozenset({TargetType.WORKER}),
+            lease_seconds=30,
+            queue="q",
+            tenant_id=tenant,
+        )
+    )
+    assert {lease.task.id for lease in leases} == {m.task.id for m in made}
+    return leases
+
+
+def succeeded(lease: Lease) -> Completion:
+    assert lease.task.started_at is not None
+    return Completion(
+        task_id=lease.task.id,
+        lease_id=lease.lease_id,
+        outcome=AttemptOutcome.SUCCEEDED,
+        started_at=lease.task.started_at,
+        duration_ms=3.0,
+        result_json='{"ok": true}',
+        worker="w1",
+    )
+
+
+async def ended(store: Store, lease: Lease) -> tuple[TaskStatus, str | None, int]:
+    """The task's status, last error and number of attempts recorded."""
+    task = await store.task_get(lease.task.tenant_id, lease.task.id)
+    assert task is not None
+    attempts = await store.attempt_list(lease.task.tenant_id, lease.task.id)
+    return task.status, task.last_error, len(attempts)
+
+
+# -- completer (the dispatcher's completions) ------------------------------------------------
+
+
+async def test_completer_fails_the_completion_the_store_refuses_and_records_the_rest(
+    store: Store, store_url: str
+) -> None:
+    tenant = (await store.tenant_create("acme")).id
+    leases = await running(store, tenant, 7)
+    bad = leases[3]
+    await refuse(store_url, "attempts", "INSERT", bad.task.id, unless_error=True)
+    completer = Completer(store, batch=100, linger=0.001)
+    completer.start()
+    for lease in leases:
+        completer.add(succeeded(lease))
+    await asyncio.wait_for(completer.close(10.0), 30)
+    for lease in leases:
+        status, error, attempts = await ended(store, lease)
+        assert attempts == 1, "every completion is recorded exactly once"
+        if lease is bad:
+            assert status is TaskStatus.FAILED
+            assert error is not None
+            assert error.startswith("could not record succeeded: ")
+            assert "poison row refused" in error
+        else:
+            assert (status, error) == (TaskStatus.SUCCEEDED, None)
+
+
+async def test_completer_skips_a_completion_that_cannot_be_recorded_at_all(
+    store: Store, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tenant = (await store.tenant_create("acme")).id
+    leases = await running(store, tenant, 4)
+    bad = leases[0]
+    await refuse(store_url, "attempts", "INSERT", bad.task.id, unless_error=False)
+    completer = Completer(store, batch=100, linger=0.001)
+    completer.start()
+    for lease in leases:
+        completer.add(succeeded(lease))
+    with caplog.at_level(logging.ERROR, "duetime.engine"):
+        await asyncio.wait_for(completer.close(10.0), 30)
+    assert await ended(store, bad) == (TaskStatus.RUNNING, None, 0)  # its lease will expire
+    assert "could not record its failure either" in caplog.text
+    for lease in leases[1:]:
+        assert await ended(store, lease) == (TaskStatus.SUCCEEDED, None, 1)
+    # The completer goes on: a later completion is recorded.
+    [late] = await running(store, tenant, 1)
+    completer = Completer(store, batch=100, linger=0.001)
+    completer.start()
+    completer.add(succeeded(late))
+    await asyncio.wait_for(completer.close(10.0), 30)
+    assert await ended(store, late) == (TaskStatus.SUCCEEDED, None, 1)
+
+
+async def test_completer_close_ends_within_its_grace_while_flushes_keep_failing(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    tenant = (await store.tenant_create("acme")).id
+    leases = await running(store, tenant, 3)
+    await store.close()  # every flush now raises StoreUnavailable
+    completer = Completer(store, batch=100, linger=0.001)
+    completer.start()
+    for lease in leases:
+        completer.add(succeeded(lease))
+    with caplog.at_level(logging.WARNING, "duetime.engine"):
+        await asyncio.wait_for(completer.close(0.3), 10)
+    assert completer.pending == 0
+    assert "abandoning them" in caplog.text
+    assert leases[0].task.id in caplog.text
+
+
+# -- reaper ----------------------------------------------------------------------------------
+
+
+async def test_reaper_goes_on_past_a_policy_whose_backoff_used_to_overflow(
+    store: Store, store_url: str, clock: FakeClock
+) -> None:
+    leader = await leader_for(store, clock)
+    steep = RetryPolicy(max_attempts=1000, multiplier=100, jitter=0)
+    [poisoned] = await running(store, (await store.tenant_create("a")).id, 1, retry=steep)
+    [garbled] = await running(store, (await store.tenant_create("b")).id, 1)
+    [healthy] = await running(store, (await store.tenant_create("c")).id, 1)
+    # multiplier ** 199 overflowed a float: the reaper's round failed for every tenant.
+    await set_columns(store_url, "tasks", poisoned.task.id, attempts=200)
+    retry_text = "'\"not a policy\"'" if store_url.startswith("sqlite:") else "'\"x\"'::jsonb"
+    await set_columns(store_url, "tasks", garbled.task.id, retry=retry_text)
+    clock.advance(60)
+    reaper = Reaper(store, leader, clock, batch=100, interval=0.01)
+    assert await reaper.run_once() == 3
+    assert (await ended(store, poisoned))[0] is TaskStatus.RETRYING
+    assert (await ended(store, garbled))[0] is TaskStatus.RETRYING
+    assert (await ended(store, healthy))[0] is TaskStatus.RETRYING
+
+
+async def test_reaper_fails_the_lease_ending_the_store_refuses_and_reaps_the_rest(
+    store: Store, store_url: str, clock: FakeClock
+) -> None:
+    leader = await leader_for(store, clock)
+    leases = await running(store, (await store.tenant_create("a")).id, 5)
+    bad = leases[2]
+    await refuse(store_url, "attempts", "INSERT", bad.task.id, unless_error=True)
+    clock.advance(60)
+    reaper = Reaper(store, leader, clock, batch=100, interval=0.01)
+    assert await reaper.run_once() == 5
+    for lease in leases:
+        status, error, attempts = await ended(store, lease)
+        assert attempts == 1
+        if lease is bad:
+            assert status is TaskStatus.FAILED
+            assert error is not None and error.startswith("could not record lease_expired: ")
+        else:
+            assert status is TaskStatus.RETRYING
+    assert await reaper.run_once() == 0
+
+
+# -- worker lease acks -------------------------------------------------------------------------
+
+
+async def test_lease_acks_fail_the_one_the_store_refuses_and_record_the_rest(
+    store: Store, store_url: str
+) -> None:
+    tenant = (await store.tenant_create("acme")).id
+    leases = await running(store, tenant, 4)
+    bad = leases[1]
+    await refuse(store_url, "attempts", "INSERT", bad.task.id, unless_error=True)
+    hub = LeaseHub(store)
+    acks = [Ack(lease.lease_id, ok=True, result_json='{"n": 1}') for lease in leases[:2]]
+    acks += [Ack(lease.lease_id, ok=False, error="worker says no\x00") for lease in leases[2:]]
+    results = await hub.ack(tenant, acks)
+    assert [r.task_status for r in results] == [
+        TaskStatus.SUCCEEDED,
+        TaskStatus.FAILED,
+        TaskStatus.RETRYING,
+        TaskStatus.RETRYING,
+    ]
+    status, error, attempts = await ended(store, bad)
+    assert (status, attempts) == (TaskStatus.FAILED, 1)
+    assert error is not None and error.startswith("could not record succeeded: ")
+    assert (await ended(store, leases[2]))[1] == "worker says no\ufffd"
+
+
+async def test_lease_fail_with_a_policy_whose_backoff_used_to_overflow(
+    store: Store, store_url: str
+) -> None:
+    tenant = (await store.tenant_create("acme")).id
+    steep = RetryPolicy(max_attempts=1000, multiplier=100, jitter=0, max_delay_seconds=60)
+    [lease] = await running(store, tenant, 1, retry=steep)
+    await set_columns(store_url, "tasks", lease.task.id, attempts=200)
+    (result,) = await LeaseHub(store).ack(tenant, [Ack(lease.lease_id, ok=False, error="e")])
+    assert result.task_status is TaskStatus.RETRYING
+    task = await store.task_get(tenant, lease.task.id)
+    assert task is not None
+    assert task.due_at - await store.now() == timedelta(seconds=60)
