@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
+from aiohttp import web
 
 from duetime.api.leasing import Ack, LeaseHub
 from duetime.clock import FakeClock
+from duetime.delivery.webhook import WebhookDeliverer
 from duetime.engine.completer import Completer
+from duetime.engine.dispatcher import Dispatcher
 from duetime.engine.reaper import Reaper
 from duetime.store import Store
 from duetime.types import (
@@ -223,3 +227,69 @@ async def test_lease_fail_with_a_policy_whose_backoff_used_to_overflow(
     task = await store.task_get(tenant, lease.task.id)
     assert task is not None
     assert task.due_at - await store.now() == timedelta(seconds=60)
+
+
+# -- dispatcher: what a target answers ---------------------------------------------------------
+
+
+@pytest.fixture
+async def nul_receiver() -> AsyncIterator[str]:
+    """A receiver on 127.0.0.1 whose replies hold NUL bytes (base URL)."""
+
+    async def fail(request: web.Request) -> web.Response:
+        return web.Response(status=500, body=b"bad\x00reply \x01\x1f end")
+
+    async def succeed(request: web.Request) -> web.Response:
+        return web.Response(status=200, body=b"ok\x00 not json")
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.json_response({"fine": True})
+
+    app = web.Application()
+    app.router.add_post("/fail", fail)
+    app.router.add_post("/succeed", succeed)
+    app.router.add_post("/ok", ok)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def test_a_nul_in_a_webhook_reply_is_recorded_alike_on_both_stores(
+    store: Store, clock: FakeClock, nul_receiver: str
+) -> None:
+    # It used to wedge completions on PostgreSQL: the batch was put back and retried forever,
+    # healthy deliveries in it were never recorded, and the node could not stop.
+    tenant = (await store.tenant_create("acme")).id
+    ids = {}
+    for path in ("fail", "succeed", "ok"):
+        target = {"type": "http", "url": f"{nul_receiver}/{path}", "method": "POST"}
+        [made] = await store.task_create_many([NewTask(tenant_id=tenant, target=target)])
+        ids[path] = made.task.id
+    deliverer = WebhookDeliverer(allow_private=True)
+    dispatcher = Dispatcher(
+        store,
+        {TargetType.HTTP: deliverer},
+        clock,
+        node_id="node-a",
+        concurrency=8,
+        batch=8,
+        poll_interval=0.01,
+        lease_grace=5,
+    )
+    await dispatcher.start()
+    try:
+        assert await dispatcher.run_once() == 3
+        await asyncio.wait_for(dispatcher.drain(grace=5), 30)
+    finally:
+        await deliverer.close()
+    tasks = {path: await store.task_get(tenant, task_id) for path, task_id in ids.items()}
+    failed, odd, fine = tasks["fail"], tasks["succeed"], tasks["ok"]
+    assert failed is not None and odd is not None and fine is not None
+    assert failed.status is TaskStatus.RETRYING
+    assert failed.last_error == "HTTP 500: bad\ufffdreply \ufffd end"
+    assert (odd.status, odd.result) == (TaskStatus.SUCCEEDED, "ok\x00 not json")
+    assert (fine.status, fine.result) == (TaskStatus.SUCCEEDED, {"fine": True})
