@@ -63,5 +63,5 @@ async def refuse(url: str, table: str, event: str, task_id: str, *, unless_error
 async def set_columns(url: str, table: str, row_id: str, **values: Any) -> None:
     """``UPDATE table SET column = value ... WHERE id = row_id`` (values given as SQL text)."""
     assignments = ", ".join(f"{k} = {v}" for k, v in values.items())
-    cast = "" if url.startswith("sqlite:") else "::uuid"
-    await sql(url, f"UPDATE {table} SET {assignments} WHERE id = '{row_id}'{cast}")
+    column = "id" if url.startswith("sqlite:") else "id::text"
+    await sql(url, f"UPDATE {table} SET {assignments} WHERE {column} = '{row_id}'")

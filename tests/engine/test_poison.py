@@ -30,7 +30,8 @@ from duetime.types import (
     TargetType,
     TaskStatus,
 )
-from poison_rows import refuse, set_columns
+from poison_rows import refuse, set_columns, sql
+from test_materializer import make_schedule, node, tasks_of
 from test_services import leader_for
 
 WORKER = {"type": "worker"}
@@ -293,3 +294,54 @@ async def test_a_nul_in_a_webhook_reply_is_recorded_alike_on_both_stores(
     assert failed.last_error == "HTTP 500: bad\ufffdreply \ufffd end"
     assert (odd.status, odd.result) == (TaskStatus.SUCCEEDED, "ok\x00 not json")
     assert (fine.status, fine.result) == (TaskStatus.SUCCEEDED, {"fine": True})
+
+
+# -- materializer ------------------------------------------------------------------------------
+
+
+async def test_materializer_goes_on_past_schedules_it_cannot_read_plan_or_apply(
+    store: Store, store_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    healthy = await make_schedule(store, clock, every="PT20S")
+    unreadable = await make_schedule(store, clock, every="PT20S")
+    unplannable = await make_schedule(store, clock, every="PT20S")
+    refused = await make_schedule(store, clock, every="PT20S")
+    # A value no release writes (the row cannot be read), an expression that cannot be
+    # evaluated, and a schedule whose tasks the store refuses.
+    await set_columns(store_url, "schedules", unreadable.id, resume_catchup="'bogus'")
+    await set_columns(store_url, "schedules", unplannable.id, every="'not a duration'")
+    await refuse_schedule_tasks(store_url, refused.id)
+    materializer = await node(store, clock)
+    with caplog.at_level(logging.ERROR, "duetime.engine"):
+        assert await materializer.run_once() > 0
+    assert len(await tasks_of(store, healthy)) == 3  # 0 s, 20 s, 40 s: within the horizon
+    for broken in (unreadable, unplannable, refused):
+        assert await tasks_of(store, broken) == []
+    assert f"schedule {unreadable.id} cannot be read" in caplog.text
+    assert f"schedule {unplannable.id} (version 1) is left alone" in caplog.text
+    assert f"schedule {refused.id} (version 1) is left alone" in caplog.text
+    # Later rounds go on for the healthy one and do not retry the broken ones every time.
+    caplog.clear()
+    clock.advance(60)
+    with caplog.at_level(logging.ERROR, "duetime.engine"):
+        assert await materializer.run_once() > 0
+    assert len(await tasks_of(store, healthy)) == 6
+    assert "left alone" not in caplog.text
+
+
+async def refuse_schedule_tasks(url: str, schedule_id: str) -> None:
+    if url.startswith("sqlite:"):
+        await sql(
+            url,
+            f"CREATE TRIGGER poison_schedule BEFORE INSERT ON tasks WHEN NEW.schedule_id = "
+            f"'{schedule_id}' BEGIN SELECT RAISE(ABORT, 'poison row refused'); END",
+        )
+        return
+    await sql(
+        url,
+        "CREATE FUNCTION poison_schedule() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF NEW.schedule_id = '{schedule_id}' THEN RAISE EXCEPTION 'poison row refused' "
+        "USING ERRCODE = '22000'; END IF; RETURN NEW; END $$",
+        "CREATE TRIGGER poison_schedule BEFORE INSERT ON tasks FOR EACH ROW "
+        "EXECUTE FUNCTION poison_schedule()",
+    )

@@ -18,8 +18,8 @@ batch write:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from duetime.errors import StoreUnavailable
 from duetime.store.protocols import Store
@@ -110,3 +110,24 @@ async def complete_isolated(
         return result
 
     return await bisect(completions, store.task_complete_many, alone)
+
+
+def readable(rows: Iterable[Any], convert: Callable[[Any], R], what: str) -> list[R]:
+    """``convert`` each row; a row that cannot be converted (a value no release of duetime
+    writes, left by a hand edit or a bug) is logged and left out, so one row never makes a read
+    that serves every tenant fail. Both stores read the engine's batches through this."""
+    out: list[R] = []
+    for row in rows:
+        try:
+            out.append(convert(row))
+        except Exception as exc:
+            row_id = _row_id(row)
+            log.error("%s %s cannot be read; skipped: %s", what, row_id, reason("error", exc))
+    return out
+
+
+def _row_id(row: Any) -> str:
+    try:
+        return str(row["id"])
+    except Exception:
+        return "(unknown id)"

@@ -18,6 +18,7 @@ from asyncpg import exceptions as pgx
 
 from duetime.errors import Conflict, ValidationError
 from duetime.ids import is_uuid, new_id
+from duetime.store.isolation import readable
 from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.signals import PgSignal
@@ -380,4 +381,4 @@ class TaskOps:
             return []
         async with self._connection() as conn:
             found = await conn.fetch(Q["task_expired_leases"], self._pinned(), limit)
-        return [rows.lease_from_row(r) for r in found]
+        return readable(found, rows.lease_from_row, "task")

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from duetime.store.isolation import readable
 from duetime.store.sqlite.dependencies import fail_dependents, release_dependents
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import (
@@ -187,4 +188,4 @@ def task_expired_leases(conn: sqlite3.Connection, now: int, limit: int) -> list[
     if limit <= 0:
         return []
     rows = conn.execute(Q["task_expired_leases"], {"now": now, "limit": limit})
-    return [lease_from_row(row) for row in rows]
+    return readable(rows, lease_from_row, "task")
