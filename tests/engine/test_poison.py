@@ -1,7 +1,8 @@
 """No row stops an engine loop (SPEC §7 "Bounded by construction"), on both stores: a batch that
 fails for anything but a store outage is split until the item to blame is found; that task gets a
 failed attempt saying why (or, if even that cannot be written, is skipped); the healthy items are
-recorded exactly once; the loop goes on. Poison rows are made with raw SQL (see ``poison_rows.py``)."""
+recorded exactly once; the loop goes on. Poison rows are made with raw SQL
+(see ``poison_rows.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from datetime import timedelta
 
 import pytest
 from aiohttp import web
+from poison_rows import refuse, set_columns, sql
+from test_materializer import make_schedule, node, tasks_of
+from test_services import leader_for
 
 from duetime.api.leasing import Ack, LeaseHub
 from duetime.clock import FakeClock
@@ -30,9 +34,6 @@ from duetime.types import (
     TargetType,
     TaskStatus,
 )
-from poison_rows import refuse, set_columns, sql
-from test_materializer import make_schedule, node, tasks_of
-from test_services import leader_for
 
 WORKER = {"type": "worker"}
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from duetime.errors import Conflict, NotFound
 from duetime.ids import new_id
-from duetime.store.schedule_change import BUFFERED_DROPPED_BY_PAUSE, apply_change
 from duetime.store.isolation import readable
+from duetime.store.schedule_change import BUFFERED_DROPPED_BY_PAUSE, apply_change
 from duetime.store.sqlite import tasks_api
 from duetime.store.sqlite.dependencies import fail_dependents
 from duetime.store.sqlite.queries import parse_queries
