@@ -22,6 +22,7 @@ from duetime.clock import FakeClock
 from duetime.delivery.webhook import WebhookDeliverer
 from duetime.engine.completer import Completer
 from duetime.engine.dispatcher import Dispatcher
+from duetime.engine.promoter import Promoter
 from duetime.engine.reaper import Reaper
 from duetime.store import Store
 from duetime.types import (
@@ -345,4 +346,55 @@ async def refuse_schedule_tasks(url: str, schedule_id: str) -> None:
         "USING ERRCODE = '22000'; END IF; RETURN NEW; END $$",
         "CREATE TRIGGER poison_schedule BEFORE INSERT ON tasks FOR EACH ROW "
         "EXECUTE FUNCTION poison_schedule()",
+    )
+
+
+# -- promoter ----------------------------------------------------------------------------------
+
+
+async def test_promoter_promotes_around_a_task_the_store_refuses_to_promote(
+    store: Store, store_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    leader = await leader_for(store, clock)
+    tenant = (await store.tenant_create("acme")).id
+    soon = clock.now() + timedelta(seconds=5)
+    made = await store.task_create_many(
+        [NewTask(tenant_id=tenant, target=WORKER, run_at=soon) for _ in range(6)]
+    )
+    ids = [m.task.id for m in made]
+    bad = ids[0]
+    await sql_refuse_ready(store_url, bad)
+    clock.advance(10)
+    promoter = Promoter(store, leader, clock, batch=100, poll_interval=0.01)
+    with caplog.at_level(logging.ERROR, "duetime.engine"):
+        assert await promoter.run_once() == 5
+    assert f"task {bad}: could not promote" in caplog.text
+    statuses = [(await store.task_get(tenant, i)).status for i in ids]  # type: ignore[union-attr]
+    assert statuses == [TaskStatus.SCHEDULED] + [TaskStatus.READY] * 5
+    # Later rounds go on (skipping the held task) and do not spin on it.
+    [later] = await store.task_create_many(
+        [NewTask(tenant_id=tenant, target=WORKER, run_at=clock.now() + timedelta(seconds=1))]
+    )
+    clock.advance(2)
+    assert await promoter.run_once() == 1
+    assert (await store.task_get(tenant, later.task.id)).status is TaskStatus.READY  # type: ignore[union-attr]
+    await asyncio.wait_for(promoter.wait(0), 5)
+
+
+async def sql_refuse_ready(url: str, task_id: str) -> None:
+    """A trigger that refuses to make ``task_id`` ready."""
+    if url.startswith("sqlite:"):
+        await sql(
+            url,
+            "CREATE TRIGGER poison_promote BEFORE UPDATE ON tasks WHEN NEW.id = "
+            f"'{task_id}' AND NEW.status = 'ready' BEGIN SELECT RAISE(ABORT, 'poison'); END",
+        )
+        return
+    await sql(
+        url,
+        "CREATE FUNCTION poison_promote() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF NEW.id = '{task_id}'::uuid AND NEW.status = 'ready' THEN RAISE EXCEPTION 'poison' "
+        "USING ERRCODE = '22000'; END IF; RETURN NEW; END $$",
+        "CREATE TRIGGER poison_promote BEFORE UPDATE ON tasks FOR EACH ROW "
+        "EXECUTE FUNCTION poison_promote()",
     )

@@ -179,6 +179,16 @@ class Store(Protocol):
         """Move up to ``limit`` ``scheduled``/``retrying`` tasks whose ``due_at`` has come to
         ``ready``, earliest first. Returns how many moved; fires ``ready_signal`` when any did."""
 
+    async def task_due_ids(self, limit: int) -> list[str]:
+        """The ids of up to ``limit`` tasks :meth:`task_promote_due` would move, earliest
+        ``due_at`` first (read only). With :meth:`task_promote`, the promoter's way around a
+        task the store refuses to promote (see :mod:`duetime.store.isolation`)."""
+
+    async def task_promote(self, task_ids: Sequence[str]) -> int:
+        """Move the tasks among ``task_ids`` that are still ``scheduled``/``retrying`` with a
+        ``due_at`` that has come to ``ready`` (others, and unknown ids, are left alone).
+        Returns how many moved; fires ``ready_signal`` when any did."""
+
     async def task_next_due_at(self) -> datetime | None:
         """The earliest ``due_at`` among ``scheduled``/``retrying`` tasks, or None."""
 

@@ -241,6 +241,25 @@ class TaskOps:
             self.ready_signal.notify()
         return moved
 
+    async def task_due_ids(self, limit: int) -> list[str]:
+        """The ids :meth:`task_promote_due` would move, earliest due first (read only)."""
+        if limit <= 0:
+            return []
+        async with self._connection() as conn:
+            found = await conn.fetch(Q["task_due_ids"], self._pinned(), limit)
+        return [str(r["id"]) for r in found]
+
+    async def task_promote(self, task_ids: Sequence[str]) -> int:
+        """Make the tasks among ``task_ids`` that are still due scheduled/retrying ones ready."""
+        wanted = [i for i in task_ids if is_uuid(i)]
+        if not wanted:
+            return 0
+        async with self._connection() as conn:
+            moved: int = await conn.fetchval(Q["task_promote"], self._pinned(), wanted)
+        if moved:
+            self.ready_signal.notify()
+        return moved
+
     async def task_next_due_at(self) -> datetime | None:
         async with self._connection() as conn:
             value: datetime | None = await conn.fetchval(Q["task_next_due_at"])

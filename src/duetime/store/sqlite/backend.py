@@ -336,6 +336,16 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
         self._fire(wake)
         return moved
 
+    async def task_due_ids(self, limit: int) -> list[str]:
+        return await self._read(lambda conn, now: tasks_engine.task_due_ids(conn, now, limit))
+
+    async def task_promote(self, task_ids: Sequence[str]) -> int:
+        ids = list(task_ids)
+        wake = Wakeups()
+        moved = await self._write(lambda conn, now: tasks_engine.task_promote(conn, now, ids, wake))
+        self._fire(wake)
+        return moved
+
     async def task_next_due_at(self) -> datetime | None:
         return await self._read(tasks_engine.task_next_due_at)
 

@@ -44,6 +44,23 @@ def task_promote_due(conn: sqlite3.Connection, now: int, limit: int, wake: Wakeu
     return moved
 
 
+def task_due_ids(conn: sqlite3.Connection, now: int, limit: int) -> list[str]:
+    """The ids :func:`task_promote_due` would move, earliest due first."""
+    if limit <= 0:
+        return []
+    return [row["id"] for row in conn.execute(Q["task_due_ids"], {"now": now, "limit": limit})]
+
+
+def task_promote(conn: sqlite3.Connection, now: int, task_ids: Sequence[str], wake: Wakeups) -> int:
+    """Move the tasks among ``task_ids`` that are still due scheduled/retrying ones to ready."""
+    if not task_ids:
+        return 0
+    moved = conn.execute(Q["task_promote"], {"now": now, "ids": dumps(list(task_ids))}).rowcount
+    if moved:
+        wake.ready = True
+    return moved
+
+
 def task_next_due_at(conn: sqlite3.Connection, now: int) -> datetime | None:
     row = conn.execute(Q["task_next_due_at"]).fetchone()
     return None if row is None or row["due_at"] is None else from_micros(row["due_at"])
