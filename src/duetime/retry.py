@@ -30,9 +30,9 @@ def _number(value: Any, default: float, low: float, high: float) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError, OverflowError):
-        return default
+        number = default
     if math.isnan(number):
-        return default
+        number = default
     return min(high, max(low, number))
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from duetime.retry import (
@@ -181,6 +181,9 @@ _ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
     attempt=st.one_of(st.integers(-5, 400), st.integers(-(10**30), 10**30)),
     seed=st.integers(0, 2**32),
 )
+@example(initial=math.nan, maximum=0.0, multiplier=2.0, jitter=0.0, attempt=2, seed=0)
+@example(initial=5e-324, maximum=math.inf, multiplier=100.0, jitter=1.0, attempt=10**6, seed=1)
+@settings(max_examples=500)
 def test_backoff_never_raises_and_stays_within_bounds(
     initial: float, maximum: float, multiplier: float, jitter: float, attempt: int, seed: int
 ) -> None:
