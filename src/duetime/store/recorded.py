@@ -50,8 +50,8 @@ def recordable(c: Completion) -> Completion:
     - ``http_status`` outside 0-999 is dropped; a non-finite or negative ``duration_ms`` is 0; a
       ``retry_delay_seconds`` is bounded to ``[0, MAX_RETRY_DELAY_SECONDS]`` (NaN = 0).
     """
-    error = c.error if c.error is None else clean(c.error, ERROR_LIMIT_BYTES)
-    worker = c.worker if c.worker is None else clean(c.worker, WORKER_LIMIT_BYTES)
+    error = c.error if c.error is None else _clean(c.error, ERROR_LIMIT_BYTES)
+    worker = c.worker if c.worker is None else _clean(c.worker, WORKER_LIMIT_BYTES)
     result = c.result_json if c.result_json is None else recorded_result(c.result_json)
     status = c.http_status
     if status is not None and not (isinstance(status, int) and 0 <= status <= _MAX_HTTP_STATUS):
@@ -83,6 +83,14 @@ def recordable(c: Completion) -> Completion:
         retry_delay_seconds=delay,
         worker=worker,
     )
+
+
+def _clean(text: str, limit_bytes: int) -> str:
+    # Most text is short and printable (no control character, no lone surrogate): keep it as is
+    # without the regular expression and the encoding (a completion's hot path).
+    if len(text) * 4 <= limit_bytes and text.isprintable():
+        return text
+    return clean(text, limit_bytes)
 
 
 def recorded_result(text: str) -> str:
