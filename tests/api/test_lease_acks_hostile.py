@@ -18,11 +18,13 @@ async def test_fail_with_a_nul_and_a_huge_error_is_recorded_cleaned(api: httpx.A
     errors = ["worker\x00crashed\x1b[31m", "é" * 300_000, "fine"]
     one = await api.post(f"/v1/leases/{got[0]['lease_id']}/fail", json={"error": errors[0]})
     assert one.status_code == 200, one.text
-    items = [{"lease_id": g["lease_id"], "error": e} for g, e in zip(got[1:], errors[1:])]
+    items = [
+        {"lease_id": g["lease_id"], "error": e} for g, e in zip(got[1:], errors[1:], strict=True)
+    ]
     many = await api.post("/v1/leases/fail", json={"items": items})
     assert many.status_code == 200, many.text
     assert [i["task_status"] for i in many.json()["items"]] == ["retrying", "retrying"]
-    by_id = {g["task"]["id"]: e for g, e in zip(got, errors)}
+    by_id = {g["task"]["id"]: e for g, e in zip(got, errors, strict=True)}
     for m in made:
         want = clean(by_id[m["id"]], ERROR_LIMIT_BYTES)
         assert (await task(api, m["id"]))["last_error"] == want
