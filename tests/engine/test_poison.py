@@ -19,12 +19,14 @@ from test_services import leader_for
 
 from duetime.api.leasing import Ack, LeaseHub
 from duetime.clock import FakeClock
+from duetime.delivery.base import Delivery, Outcome
 from duetime.delivery.webhook import WebhookDeliverer
 from duetime.engine.completer import Completer
 from duetime.engine.dispatcher import Dispatcher
 from duetime.engine.promoter import Promoter
 from duetime.engine.reaper import Reaper
 from duetime.store import Store
+from duetime.testing.fakes import FakeDeliverer
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -37,6 +39,7 @@ from duetime.types import (
 )
 
 WORKER = {"type": "worker"}
+HTTP_TARGET = {"type": "http", "url": "http://127.0.0.1:9/hook", "method": "POST"}
 
 
 async def running(store: Store, tenant: str, n: int, **fields: object) -> list[Lease]:
@@ -398,3 +401,57 @@ async def sql_refuse_ready(url: str, task_id: str) -> None:
         "CREATE TRIGGER poison_promote BEFORE UPDATE ON tasks FOR EACH ROW "
         "EXECUTE FUNCTION poison_promote()",
     )
+
+
+async def test_reaper_holds_a_lease_whose_ending_cannot_be_recorded_at_all(
+    store: Store, store_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    leader = await leader_for(store, clock)
+    tenant = (await store.tenant_create("a")).id
+    [stuck] = await running(store, tenant, 1)
+    await refuse(store_url, "attempts", "INSERT", stuck.task.id, unless_error=False)
+    clock.advance(60)
+    [other] = await running(store, tenant, 1)
+    clock.advance(60)
+    reaper = Reaper(store, leader, clock, batch=1, interval=0.01)  # the stuck one comes first
+    with caplog.at_level(logging.ERROR, "duetime.engine"):
+        assert await reaper.run_once() == 0
+        assert "could not record its failure either" in caplog.text
+        caplog.clear()
+        assert await reaper.run_once() == 1  # the next round skips the held lease
+    assert "could not record" not in caplog.text
+    assert (await ended(store, other))[0] is TaskStatus.RETRYING
+    assert await ended(store, stuck) == (TaskStatus.RUNNING, None, 0)
+
+
+# -- stopping ----------------------------------------------------------------------------------
+
+
+async def test_a_node_stops_within_its_grace_while_completions_cannot_be_written(
+    store: Store, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    tenant = (await store.tenant_create("acme")).id
+    await store.task_create_many([NewTask(tenant_id=tenant, target=HTTP_TARGET) for _ in range(3)])
+    release = asyncio.Event()
+
+    async def slow(delivery: Delivery) -> Outcome:
+        await release.wait()
+        return Outcome(AttemptOutcome.SUCCEEDED, retryable=False)
+
+    dispatcher = Dispatcher(
+        store,
+        {TargetType.HTTP: FakeDeliverer(slow)},
+        clock,
+        node_id="node-a",
+        concurrency=8,
+        batch=8,
+        poll_interval=0.01,
+        lease_grace=5,
+    )
+    await dispatcher.start()
+    assert await dispatcher.run_once() == 3
+    await store.close()  # from here on every flush fails (as SIGTERM arrives)
+    release.set()
+    with caplog.at_level(logging.WARNING, "duetime.engine"):
+        await asyncio.wait_for(dispatcher.drain(grace=0.5), 10)
+    assert "could not flush 3 completions" in caplog.text

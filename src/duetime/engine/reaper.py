@@ -16,6 +16,11 @@ from duetime.types import AttemptOutcome, Completion, Lease
 
 log = logging.getLogger("duetime.engine")
 
+HOLD_SECONDS = 300.0
+"""A lease whose ending could not be recorded at all is tried again after this long."""
+
+_MAX_HELD = 10_000
+
 
 class Reaper(Service):
     """Each round finds up to ``batch`` expired leases and completes them, fenced by the very lease
@@ -34,22 +39,39 @@ class Reaper(Service):
         self._leader = leader
         self._batch = batch
         self._interval = interval
+        self._held: dict[str, float] = {}
+        """Leases whose ending could not be recorded at all: lease id → monotonic retry time."""
 
     async def run_once(self) -> int:
         if not self._leader.is_leader:
             return 0
-        expired = await self._store.task_expired_leases(self._batch)
+        self._release_held()
+        expired = await self._store.task_expired_leases(self._batch + len(self._held))
+        expired = [lease for lease in expired if lease.lease_id not in self._held][: self._batch]
         if not expired:
             return 0
         now = await self._store.now()
         completions = [_ending(lease, now) for lease in expired]
-        results = await complete_isolated(self._store, completions)
+        results = await complete_isolated(self._store, completions, on_skipped=self._hold)
         reaped = sum(1 for r in results if r.accepted)
         metrics.LEASE_EXPIRATIONS.inc(reaped)
         for lease, result in zip(expired, results, strict=True):
             if result.accepted:
                 metrics.ATTEMPTS.labels(lease.task.queue, AttemptOutcome.LEASE_EXPIRED).inc()
         return reaped
+
+    def _hold(self, completion: Completion) -> None:
+        """Not even a failure could be recorded under this lease: leave it out of the next
+        rounds for :data:`HOLD_SECONDS`, so such leases (read oldest first) never crowd out the
+        others."""
+        if len(self._held) >= _MAX_HELD:
+            self._held.clear()
+        self._held[completion.lease_id] = self._clock.monotonic() + HOLD_SECONDS
+
+    def _release_held(self) -> None:
+        now = self._clock.monotonic()
+        for lease_id in [i for i, until in self._held.items() if until <= now]:
+            del self._held[lease_id]
 
     async def wait(self, did: int) -> None:
         if did < self._batch:

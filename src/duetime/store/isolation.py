@@ -71,14 +71,18 @@ async def bisect(
 
 
 async def complete_isolated(
-    store: Store, completions: Sequence[Completion]
+    store: Store,
+    completions: Sequence[Completion],
+    *,
+    on_skipped: Callable[[Completion], None] | None = None,
 ) -> list[CompletionResult]:
     """``store.task_complete_many(completions)`` with poison-row isolation (see the module).
 
     A completion that cannot be recorded is replaced by a failed, non-retryable one under the same
     lease, whose error says why (a reaper's ``lease_expired`` keeps its outcome, so a lease that a
     heartbeat extended meanwhile still wins). If that cannot be recorded either, it is logged
-    and answered as not accepted; its lease expires and the reaper tries again."""
+    and answered as not accepted (and given to ``on_skipped``); its lease expires and the
+    reaper tries again."""
     if not completions:
         return []
 
@@ -106,6 +110,8 @@ async def complete_isolated(
                 c.task_id,
                 reason("error", again),
             )
+            if on_skipped is not None:
+                on_skipped(c)
             return CompletionResult(c.task_id, c.lease_id, False, None)
         return result
 
