@@ -153,7 +153,8 @@ def _result_json(body: bytes) -> str | None:
     try:
         return orjson.dumps(orjson.loads(chunk)).decode()
     except orjson.JSONDecodeError:
-        return orjson.dumps(chunk.decode("utf-8", "replace")).decode()
+        # Not JSON: the reply's text, cleaned like every recorded outside text.
+        return orjson.dumps(clean(chunk.decode("utf-8", "replace"), RESULT_LIMIT_BYTES)).decode()
 
 
 def _snippet(body: bytes) -> str:
