@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from duetime.retry import MAX_RETRY_AFTER_SECONDS, backoff_seconds, next_retry_delay
+from duetime.retry import (
+    MAX_BACKOFF_SECONDS,
+    MAX_RETRY_AFTER_SECONDS,
+    backoff_seconds,
+    next_retry_delay,
+)
 from duetime.types import RetryPolicy, Task, TaskStatus
 
 NO_JITTER = RetryPolicy(
@@ -122,3 +128,94 @@ def test_retry_after_is_bounded_to_one_day() -> None:
 
 def test_retry_after_does_not_revive_an_exhausted_task() -> None:
     assert next_retry_delay(_task(attempts=5), retryable=True, retry_after_seconds=1) is None
+
+
+# -- arithmetic on stored values never raises (SPEC §7 "Bounded by construction") -------------
+
+
+@pytest.mark.parametrize("attempt", [156, 1000, 10**6, 10**400])
+def test_a_huge_multiplier_at_a_late_attempt_is_the_cap_not_an_overflow(attempt: int) -> None:
+    # multiplier ** (attempt - 1) used to be computed before the cap: OverflowError at 156.
+    policy = replace(NO_JITTER, multiplier=100, max_delay_seconds=3600)
+    assert backoff_seconds(policy, attempt) == 3600
+
+
+def test_a_retry_series_that_long_still_gets_a_delay() -> None:
+    policy = RetryPolicy(
+        max_attempts=10**9, initial_delay_seconds=1, max_delay_seconds=60, multiplier=100, jitter=0
+    )
+    assert next_retry_delay(_task(policy, attempts=156), retryable=True) == 60
+
+
+def test_a_tiny_initial_delay_with_a_huge_power_stays_finite() -> None:
+    policy = replace(NO_JITTER, initial_delay_seconds=5e-324, multiplier=1e10, max_delay_seconds=1)
+    assert backoff_seconds(policy, 40) == 1.0
+    assert 0 <= backoff_seconds(policy, 30) <= 1.0
+
+
+def test_stored_values_that_are_not_numbers_fall_back_to_the_defaults() -> None:
+    broken = RetryPolicy(
+        max_attempts="x",  # type: ignore[arg-type]
+        initial_delay_seconds=None,  # type: ignore[arg-type]
+        max_delay_seconds=math.nan,
+        multiplier="fast",  # type: ignore[arg-type]
+        jitter=math.inf,
+    )
+    assert 0 <= backoff_seconds(broken, 3) <= MAX_BACKOFF_SECONDS
+    assert next_retry_delay(_task(broken, attempts=1), retryable=True) is not None
+
+
+def test_no_delay_is_longer_than_the_bound() -> None:
+    policy = replace(NO_JITTER, initial_delay_seconds=1e308, max_delay_seconds=math.inf)
+    assert backoff_seconds(policy, 1) == MAX_BACKOFF_SECONDS
+
+
+_ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
+
+
+@given(
+    initial=_ANY_FLOAT,
+    maximum=_ANY_FLOAT,
+    multiplier=st.one_of(_ANY_FLOAT, st.floats(1, 1000)),
+    jitter=_ANY_FLOAT,
+    attempt=st.one_of(st.integers(-5, 400), st.integers(-(10**30), 10**30)),
+    seed=st.integers(0, 2**32),
+)
+@example(initial=math.nan, maximum=0.0, multiplier=2.0, jitter=0.0, attempt=2, seed=0)
+@example(initial=5e-324, maximum=math.inf, multiplier=100.0, jitter=1.0, attempt=10**6, seed=1)
+@settings(max_examples=500)
+def test_backoff_never_raises_and_stays_within_bounds(
+    initial: float, maximum: float, multiplier: float, jitter: float, attempt: int, seed: int
+) -> None:
+    policy = RetryPolicy(
+        max_attempts=5,
+        initial_delay_seconds=initial,
+        max_delay_seconds=maximum,
+        multiplier=multiplier,
+        jitter=jitter,
+    )
+    delay = backoff_seconds(policy, attempt, random.Random(seed))
+    assert math.isfinite(delay)
+    assert 0.0 <= delay <= MAX_BACKOFF_SECONDS
+
+
+@given(
+    initial=st.floats(0.001, 1e6),
+    maximum=st.floats(0.001, 1e7),
+    multiplier=st.floats(1, 100),
+    attempt=st.integers(1, 10**6),
+)
+def test_backoff_is_the_formula_capped_for_valid_policies(
+    initial: float, maximum: float, multiplier: float, attempt: int
+) -> None:
+    policy = RetryPolicy(
+        max_attempts=5,
+        initial_delay_seconds=min(initial, maximum),
+        max_delay_seconds=maximum,
+        multiplier=multiplier,
+        jitter=0,
+    )
+    cap = min(maximum, MAX_BACKOFF_SECONDS)
+    exact = math.log(min(initial, maximum)) + (attempt - 1) * math.log(multiplier)
+    expected = cap if exact >= math.log(cap) else math.exp(exact)
+    assert math.isclose(backoff_seconds(policy, attempt), min(cap, expected), rel_tol=1e-6)

@@ -10,7 +10,10 @@ limited queue by the reaper).
 
 Acks: one store round trip finds the leases (the caller's tenant only, so another tenant's lease
 id is simply stale), one ends them all; the attempt's retry delay comes from
-:func:`duetime.retry.next_retry_delay`, as for pushed deliveries.
+:func:`duetime.retry.next_retry_delay`, as for pushed deliveries. An ack the store cannot record
+is isolated (:mod:`duetime.store.isolation`): its task gets a failed attempt saying why, the
+others in the call are recorded, and the call answers 200. Error and result text is cleaned and
+bounded by the store (:mod:`duetime.store.recorded`), alike on both stores.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from starlette.requests import Request
 from duetime import metrics
 from duetime.clock import utcnow
 from duetime.retry import next_retry_delay
+from duetime.store.isolation import complete_isolated, reason
 from duetime.store.protocols import Signal, Store
 from duetime.types import AttemptOutcome, ClaimRequest, Completion, Lease, TargetType, TaskStatus
 
@@ -193,7 +197,8 @@ class LeaseHub:
             lease = leases.get(item.lease_id)
             if lease is not None:
                 completions.append(item.completion(lease, now))
-        results = await self.store.task_complete_many(completions) if completions else []
+        # A completion the store refuses fails its own task, never the whole call.
+        results = await complete_isolated(self.store, completions)
         ended = iter(results)
         out: list[AckResult] = []
         freed: set[tuple[str, str]] = set()
@@ -268,16 +273,22 @@ class Ack:
                 result_json=self.result_json,
                 worker=task.worker_id,
             )
+        error = self.error
+        try:
+            delay = next_retry_delay(
+                task, retryable=self.retryable, retry_after_seconds=self.retry_after_seconds
+            )
+        except Exception as exc:  # a stored policy must not turn the call into a 500: no retry
+            delay = None
+            error = f"{error}; {reason('could not compute the retry', exc)}"
         return Completion(
             task_id=task.id,
             lease_id=lease.lease_id,
             outcome=self.outcome,
             started_at=started,
             duration_ms=duration_ms,
-            error=self.error,
-            retry_delay_seconds=next_retry_delay(
-                task, retryable=self.retryable, retry_after_seconds=self.retry_after_seconds
-            ),
+            error=error,
+            retry_delay_seconds=delay,
             worker=task.worker_id,
         )
 

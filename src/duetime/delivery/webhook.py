@@ -47,6 +47,7 @@ from duetime.delivery.netguard import (
 )
 from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, sign
 from duetime.errors import ValidationError
+from duetime.text import clean
 from duetime.types import AttemptOutcome
 
 __all__ = ["ALLOWED_METHODS", "WebhookDeliverer", "check_http_target", "parse_retry_after"]
@@ -152,14 +153,17 @@ def _result_json(body: bytes) -> str | None:
     try:
         return orjson.dumps(orjson.loads(chunk)).decode()
     except orjson.JSONDecodeError:
-        return orjson.dumps(chunk.decode("utf-8", "replace")).decode()
+        # Not JSON: the reply's text, cleaned like every recorded outside text.
+        return orjson.dumps(clean(chunk.decode("utf-8", "replace"), RESULT_LIMIT_BYTES)).decode()
 
 
 def _snippet(body: bytes) -> str:
+    """The start of a failed reply for the attempt's error: one line, cleaned (a NUL or other
+    control character in a reply must not reach the store, see :func:`duetime.text.clean`)."""
     text = " ".join(body[: _ERROR_SNIPPET_CHARS * 4].decode("utf-8", "replace").split())
     if len(text) > _ERROR_SNIPPET_CHARS:
         text = text[: _ERROR_SNIPPET_CHARS - 1] + "…"
-    return text
+    return clean(text, _ERROR_SNIPPET_CHARS * 4)
 
 
 class _Refused(Exception):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
 from duetime import metrics
 from duetime.errors import StoreUnavailable
 from duetime.store import Store
+from duetime.store.isolation import complete_isolated
 from duetime.types import Completion, CompletionResult
 
 log = logging.getLogger("duetime.engine")
@@ -22,7 +24,9 @@ class Completer:
 
     A flush that finds the store unreachable keeps its completions and tries again with backoff;
     if the outage outlasts a lease, the reaper's fenced completion wins and the delivery is
-    repeated — at-least-once, never lost.
+    repeated — at-least-once, never lost. A flush that fails for any other reason is split until
+    the completion to blame is found (:func:`~duetime.store.isolation.complete_isolated`): that
+    one becomes a failed attempt, the others are recorded once, and flushing goes on.
     """
 
     def __init__(
@@ -56,12 +60,29 @@ class Completer:
     def pending(self) -> int:
         return len(self._buffer)
 
-    async def close(self) -> None:
-        """Flush what is buffered (retrying while the store is down) and stop."""
+    async def close(self, grace: float | None = None) -> None:
+        """Flush what is buffered (retrying while the store is down) and stop; after ``grace``
+        seconds (None: no limit) stop anyway and log what is abandoned: those attempts' leases
+        expire and the reaper retries them, so a node always stops and nothing is lost."""
         self._closing = True
         self._wake.set()
-        if self._task is not None:
-            await self._task
+        task = self._task
+        if task is None:
+            return
+        done, _ = await asyncio.wait({task}, timeout=grace)
+        if done:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        abandoned, self._buffer = self._buffer, []
+        log.warning(
+            "completer: could not flush %d completions in %.1fs; abandoning them (their leases "
+            "expire and the reaper retries the tasks): %s",
+            len(abandoned),
+            grace,
+            ", ".join(c.task_id for c in abandoned[:20]) + (" ..." if len(abandoned) > 20 else ""),
+        )
 
     async def _run(self) -> None:
         backoff = 0.05
@@ -76,7 +97,10 @@ class Completer:
                 await asyncio.sleep(self._linger)
             chunk, self._buffer = self._buffer[: self._batch], self._buffer[self._batch :]
             try:
-                results = await self._store.task_complete_many(chunk)
+                results = await complete_isolated(self._store, chunk)
+            except asyncio.CancelledError:
+                self._buffer[:0] = chunk  # close() gave up: report these as abandoned
+                raise
             except StoreUnavailable as exc:
                 self._buffer[:0] = chunk
                 metrics.child(metrics.STORE_ERRORS, "completer").inc()
@@ -85,7 +109,8 @@ class Completer:
                 backoff = min(backoff * 2, 5.0)
                 continue
             except Exception:
-                # A bug must not silently drop completions: keep them and retry slowly.
+                # Isolation records or skips every bad completion, so this is a bug in it: keep
+                # the completions and retry slowly (close() still ends within its grace).
                 self._buffer[:0] = chunk
                 log.exception("completer: flush failed")
                 await asyncio.sleep(1.0)
@@ -95,4 +120,7 @@ class Completer:
             if stale:
                 metrics.child(metrics.STALE_COMPLETIONS, self._source).inc(stale)
             if self._on_results is not None:
-                self._on_results(chunk, results)
+                try:  # outside the flush: a failing hook must not write the chunk again
+                    self._on_results(chunk, results)
+                except Exception:
+                    log.exception("completer: result hook failed")

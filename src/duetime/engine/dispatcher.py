@@ -15,6 +15,7 @@ from duetime.engine.secret_cache import SecretCache
 from duetime.engine.service import Service
 from duetime.retry import next_retry_delay
 from duetime.store import Store
+from duetime.store.isolation import reason
 from duetime.types import AttemptOutcome, ClaimRequest, Completion, Lease, TargetType
 
 log = logging.getLogger("duetime.engine")
@@ -144,10 +145,16 @@ class Dispatcher(Service):
         metrics.child(metrics.DELIVERY_SECONDS, task.target["type"]).observe(elapsed)
         metrics.child(metrics.ATTEMPTS, task.queue, outcome.outcome.value).inc()
         retry_delay = None
+        error = outcome.error
         if outcome.outcome != AttemptOutcome.SUCCEEDED:
-            retry_delay = next_retry_delay(
-                task, retryable=outcome.retryable, retry_after_seconds=outcome.retry_after_seconds
-            )
+            try:
+                retry_delay = next_retry_delay(
+                    task,
+                    retryable=outcome.retryable,
+                    retry_after_seconds=outcome.retry_after_seconds,
+                )
+            except Exception as exc:  # a stored policy must not lose the attempt: no retry
+                error = f"{error}; {reason('could not compute the retry', exc)}"
         self._completer.add(
             Completion(
                 task_id=task.id,
@@ -156,7 +163,7 @@ class Dispatcher(Service):
                 started_at=started or lease.lease_expires_at,
                 duration_ms=elapsed * 1000,
                 result_json=outcome.result_json,
-                error=outcome.error,
+                error=error,
                 http_status=outcome.http_status,
                 retry_delay_seconds=retry_delay,
                 worker=self._node_id,
@@ -164,12 +171,13 @@ class Dispatcher(Service):
         )
 
     async def drain(self, grace: float) -> None:
-        """Stop claiming; give in-flight deliveries ``grace`` seconds, then flush completions.
-        Deliveries still running after the grace are abandoned: their leases expire and the
-        reaper retries them, so nothing is lost."""
+        """Stop claiming; give in-flight deliveries ``grace`` seconds, then flush completions
+        for up to ``grace`` seconds more. Deliveries still running, or completions still not
+        written (a store that stays down), after that are abandoned: their leases expire and the
+        reaper retries them, so nothing is lost and a node always stops."""
         self.stop()
         if self._inflight:
             _done, pending = await asyncio.wait(set(self._inflight), timeout=grace)
             for job in pending:
                 job.cancel()
-        await self._completer.close()
+        await self._completer.close(grace)

@@ -10,6 +10,11 @@ dies mid-round leaves either the whole batch or none of it, and the next leader 
 stored cursors. Two nodes that both believe they lead (a fail-over window) cannot double an
 occurrence: a plan applies only while the cursor it was made from is current, and
 ``(schedule_id, scheduled_for)`` is unique.
+
+Poison rows: a schedule that cannot be read is left out by the store; one that cannot be planned,
+or whose plan the store refuses (a batch that fails is split until the plan to blame is found,
+see :mod:`duetime.store.isolation`), is logged and left alone for :data:`HOLD_SECONDS` or until a
+user change; every other schedule goes on.
 """
 
 from __future__ import annotations
@@ -24,9 +29,16 @@ from duetime.engine.leader import Leader
 from duetime.engine.service import Service
 from duetime.schedule.plan import PlanLimits, plan_advance
 from duetime.store import Store
-from duetime.types import ScheduleAdvance
+from duetime.store.isolation import bisect, reason
+from duetime.types import ScheduleAdvance, ScheduleDue
 
 log = logging.getLogger("duetime.engine")
+
+HOLD_SECONDS = 300.0
+"""A schedule that cannot be planned or applied is tried again after this long (or at once when
+a user change bumps its version)."""
+
+_MAX_HELD = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,8 @@ class Materializer(Service):
         self._store = store
         self._leader = leader
         self.config = config or MaterializerConfig()
+        self._broken: dict[str, tuple[int, float]] = {}
+        """Schedules left alone: id → (version, monotonic time to try again)."""
 
     async def run_once(self) -> int:
         """One round; returns how many tasks and ledger rows the applied plans wrote."""
@@ -83,10 +97,14 @@ class Materializer(Service):
                 break
             plans = []
             for item in due:
+                if self._held(item):
+                    continue
                 try:
                     plans.append(plan_advance(item, now, cfg.limits))
-                except Exception:  # one broken schedule must not stop the others
-                    log.exception("materializer: cannot plan schedule %s", item.schedule.id)
+                except Exception as exc:  # one broken schedule must not stop the others
+                    self._hold(item.schedule.id, item.schedule.version, "plan", exc)
+            if not plans:
+                break  # only held schedules are due: reading on would find them again
             total += await self._apply(plans)
             # Waiting (buffer_one) schedules come last: once they show up, every schedule with
             # something due was handled, and reading on would only see them again.
@@ -106,12 +124,42 @@ class Materializer(Service):
             chunk.append(plan)
             size += len(plan.tasks) + len(plan.ticks)
             if size >= self.config.rows_per_transaction or i == len(plans) - 1:
-                applied = await self._store.schedule_advance(chunk)
+                applied = await bisect(chunk, self._store.schedule_advance, self._refused)
                 written += sum(
                     len(p.tasks) + len(p.ticks) for p, ok in zip(chunk, applied, strict=True) if ok
                 )
                 chunk, size = [], 0
         return written
+
+    async def _refused(self, plan: ScheduleAdvance, exc: Exception) -> bool:
+        """The store refused this one plan (see :func:`~duetime.store.isolation.bisect`)."""
+        self._hold(plan.schedule_id, plan.expected_version, "apply the plan of", exc)
+        return False
+
+    def _held(self, item: ScheduleDue) -> bool:
+        held = self._broken.get(item.schedule.id)
+        if held is None:
+            return False
+        version, until = held
+        if version == item.schedule.version and self._clock.monotonic() < until:
+            return True
+        del self._broken[item.schedule.id]  # changed since, or time to try again
+        return False
+
+    def _hold(self, schedule_id: str, version: int, what: str, exc: Exception) -> None:
+        """Leave a schedule that cannot be planned or applied alone until it changes or
+        :data:`HOLD_SECONDS` pass, logging it once, instead of failing on it every round."""
+        if len(self._broken) >= _MAX_HELD:
+            self._broken.clear()
+        self._broken[schedule_id] = (version, self._clock.monotonic() + HOLD_SECONDS)
+        log.error(
+            "materializer: %s; schedule %s (version %d) is left alone for %.0fs or until it "
+            "changes",
+            reason(f"could not {what} schedule", exc),
+            schedule_id,
+            version,
+            HOLD_SECONDS,
+        )
 
     async def wait(self, did: int) -> None:
         await self._pause(self.config.interval)

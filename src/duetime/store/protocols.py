@@ -179,6 +179,16 @@ class Store(Protocol):
         """Move up to ``limit`` ``scheduled``/``retrying`` tasks whose ``due_at`` has come to
         ``ready``, earliest first. Returns how many moved; fires ``ready_signal`` when any did."""
 
+    async def task_due_ids(self, limit: int) -> list[str]:
+        """The ids of up to ``limit`` tasks :meth:`task_promote_due` would move, earliest
+        ``due_at`` first (read only). With :meth:`task_promote`, the promoter's way around a
+        task the store refuses to promote (see :mod:`duetime.store.isolation`)."""
+
+    async def task_promote(self, task_ids: Sequence[str]) -> int:
+        """Move the tasks among ``task_ids`` that are still ``scheduled``/``retrying`` with a
+        ``due_at`` that has come to ``ready`` (others, and unknown ids, are left alone).
+        Returns how many moved; fires ``ready_signal`` when any did."""
+
     async def task_next_due_at(self) -> datetime | None:
         """The earliest ``due_at`` among ``scheduled``/``retrying`` tasks, or None."""
 
@@ -205,6 +215,10 @@ class Store(Protocol):
         lease gives ``accepted=False`` and changes nothing. A ``lease_expired`` completion (the
         reaper's) is accepted only while the lease is actually expired by the store's now, so a
         heartbeat that extended the lease after the reaper read it wins.
+
+        What is recorded is first made storable alike by every store
+        (:func:`duetime.store.recorded.recordable`): outside text is cleaned and bounded, odd
+        numbers bounded, so content is never why a completion cannot be recorded.
         """
 
     async def task_heartbeat(
@@ -223,7 +237,8 @@ class Store(Protocol):
 
     async def task_expired_leases(self, limit: int) -> list[Lease]:
         """Up to ``limit`` ``running`` tasks whose lease expired by now, oldest expiry first.
-        The reaper ends each with a ``lease_expired`` :class:`Completion`."""
+        The reaper ends each with a ``lease_expired`` :class:`Completion`. A row that cannot be
+        read (a value no release writes) is logged and left out."""
 
     # -- queues and pull workers ---------------------------------------------------------------
 
@@ -320,7 +335,8 @@ class Store(Protocol):
         ``next_run_at <= horizon`` or with another overlap and ``next_run_at <= now`` (earliest
         ``next_run_at`` first), then those with a ``buffered_at`` and nothing due
         (``waiting=True``, smallest ``materialized_until`` first). Reads only such schedules
-        (partial indexes): the cost grows with the occurrences due, not with schedules stored."""
+        (partial indexes): the cost grows with the occurrences due, not with schedules stored.
+        A row that cannot be read (a value no release writes) is logged and left out."""
 
     async def schedule_advance(self, advances: Sequence[ScheduleAdvance]) -> list[bool]:
         """Apply materializer plans in one transaction; per item True when applied.

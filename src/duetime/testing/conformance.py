@@ -1056,6 +1056,30 @@ async def test_promote_fires_ready_signal(store: Store, clock: FakeClock) -> Non
     assert await store.ready_signal.wait(5.0)
 
 
+async def test_due_ids_and_promote_by_id(store: Store, clock: FakeClock) -> None:
+    """task_due_ids: the ids task_promote_due would move, earliest first, at most limit, read
+    only. task_promote: moves only the given tasks that are still due scheduled/retrying ones
+    (unknown or malformed ids and others are left alone); returns how many; fires
+    ready_signal."""
+    tenant_id = await _tenant(store)
+    t0 = clock.now()
+    tasks = {o: await _create(store, tenant_id, run_at=t0 + _secs(o)) for o in (30, 10, 20, 100)}
+    ready = await _create(store, tenant_id)
+    clock.advance(40)
+    assert await store.task_due_ids(2) == [tasks[10].id, tasks[20].id]
+    assert await store.task_due_ids(100) == [tasks[10].id, tasks[20].id, tasks[30].id]
+    assert (await _get(store, tasks[10])).status is S.SCHEDULED
+    await _drain(store.ready_signal)
+    wanted = [tasks[20].id, tasks[100].id, ready.id, new_id(), "not-an-id"]
+    assert await store.task_promote(wanted) == 1
+    assert await store.ready_signal.wait(5.0)
+    status = {o: (await _get(store, t)).status for o, t in tasks.items()}
+    assert status == {10: S.SCHEDULED, 20: S.READY, 30: S.SCHEDULED, 100: S.SCHEDULED}
+    assert await store.task_promote([tasks[20].id]) == 0
+    assert await store.task_promote([]) == 0
+    assert await store.task_due_ids(100) == [tasks[10].id, tasks[30].id]
+
+
 async def test_next_due_at(store: Store, clock: FakeClock) -> None:
     """task_next_due_at: earliest due_at among scheduled/retrying tasks, or None."""
     tenant_id = await _tenant(store)

@@ -23,7 +23,6 @@ from duetime.api.deps import body_schema, json_body, services, tenant_call
 from duetime.api.leasing import Ack, AckResult, hub, result_json
 from duetime.api.problems import PayloadTooLarge, problem_responses
 from duetime.api.queue_schemas import (
-    MAX_ERROR_CHARS,
     AckListOut,
     AckOut,
     CompleteBatchIn,
@@ -115,10 +114,6 @@ def _result(request: Request, value: Any, field: str) -> str:
     return text
 
 
-def _error(text: str) -> str:
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
-
-
 @router.post(
     "/leases/{lease_id}/complete",
     summary="Complete a lease: the attempt succeeded",
@@ -155,7 +150,7 @@ async def fail_lease(lease_id: str, request: Request) -> Response:
     ack = Ack(
         lease_id,
         ok=False,
-        error=_error(body.error),
+        error=body.error,
         retryable=body.retryable,
         retry_after_seconds=body.retry_after_seconds,
         timed_out=body.timed_out,
@@ -199,7 +194,7 @@ async def fail_leases(request: Request) -> Response:
         Ack(
             item.lease_id,
             ok=False,
-            error=_error(item.error),
+            error=item.error,
             retryable=item.retryable,
             retry_after_seconds=item.retry_after_seconds,
             timed_out=item.timed_out,

@@ -239,6 +239,25 @@ upd AS (
 )
 SELECT count(*) FROM upd;
 
+-- name: task_due_ids
+-- The promoter's isolation path (see duetime.store.isolation): the ids task_promote_due takes.
+SELECT id FROM tasks
+WHERE status IN ('scheduled', 'retrying') AND due_at <= coalesce($1::timestamptz, now())
+ORDER BY due_at
+LIMIT $2;
+
+-- name: task_promote
+WITH upd AS (
+    UPDATE tasks t SET
+        status = 'ready',
+        version = t.version + 1,
+        updated_at = coalesce($1::timestamptz, now())
+    WHERE t.id = ANY($2::uuid[])
+      AND t.status IN ('scheduled', 'retrying') AND t.due_at <= coalesce($1::timestamptz, now())
+    RETURNING 1
+)
+SELECT count(*) FROM upd;
+
 -- name: task_next_due_at
 SELECT min(due_at) FROM tasks WHERE status IN ('scheduled', 'retrying');
 

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from asyncpg import Record
 
+from duetime.store.recorded import stored_retry_policy
 from duetime.types import (
     ApiKey,
     Attempt,
@@ -40,7 +41,7 @@ def _retry_policy(text: str) -> RetryPolicy:
     if policy is None:
         if len(_retry_policies) >= 1024:
             _retry_policies.clear()
-        policy = _retry_policies[text] = RetryPolicy.from_json(orjson.loads(text))
+        policy = _retry_policies[text] = stored_retry_policy(text)
     return policy
 
 

@@ -26,6 +26,7 @@ import orjson
 
 from duetime.errors import Conflict, NotFound
 from duetime.ids import new_id
+from duetime.store.isolation import readable
 from duetime.store.postgres import rows
 from duetime.store.postgres.sql import QUERIES, parse_queries
 from duetime.store.schedule_change import BUFFERED_DROPPED_BY_PAUSE, apply_change
@@ -284,14 +285,15 @@ class ScheduleOps:
     async def schedule_due(self, now: datetime, horizon: datetime, limit: int) -> list[ScheduleDue]:
         async with self._connection() as conn:
             found = await conn.fetch(SQ["schedule_due"], now, horizon, limit)
-        return [
-            ScheduleDue(
+        return readable(
+            found,
+            lambda r: ScheduleDue(
                 schedule_from_row(r),
                 None if r["last_task_status"] is None else TaskStatus(r["last_task_status"]),
                 r["waiting"],
-            )
-            for r in found
-        ]
+            ),
+            "schedule",
+        )
 
     async def schedule_advance(self, advances: Sequence[ScheduleAdvance]) -> list[bool]:
         if not advances:

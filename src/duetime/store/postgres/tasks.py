@@ -18,10 +18,12 @@ from asyncpg import exceptions as pgx
 
 from duetime.errors import Conflict, ValidationError
 from duetime.ids import is_uuid, new_id
+from duetime.store.isolation import readable
 from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.signals import PgSignal
 from duetime.store.postgres.sql import QUERIES as Q
+from duetime.store.recorded import recordable
 from duetime.types import (
     ClaimRequest,
     Completion,
@@ -239,6 +241,25 @@ class TaskOps:
             self.ready_signal.notify()
         return moved
 
+    async def task_due_ids(self, limit: int) -> list[str]:
+        """The ids :meth:`task_promote_due` would move, earliest due first (read only)."""
+        if limit <= 0:
+            return []
+        async with self._connection() as conn:
+            found = await conn.fetch(Q["task_due_ids"], self._pinned(), limit)
+        return [str(r["id"]) for r in found]
+
+    async def task_promote(self, task_ids: Sequence[str]) -> int:
+        """Make the tasks among ``task_ids`` that are still due scheduled/retrying ones ready."""
+        wanted = [i for i in task_ids if is_uuid(i)]
+        if not wanted:
+            return 0
+        async with self._connection() as conn:
+            moved: int = await conn.fetchval(Q["task_promote"], self._pinned(), wanted)
+        if moved:
+            self.ready_signal.notify()
+        return moved
+
     async def task_next_due_at(self) -> datetime | None:
         async with self._connection() as conn:
             value: datetime | None = await conn.fetchval(Q["task_next_due_at"])
@@ -294,12 +315,13 @@ class TaskOps:
         """End attempts, fenced on (id, lease, running); release or fail dependents.
 
         One statement ends every attempt and writes its attempt row; only when a finished task
-        has dependents do more statements run, in the same transaction.
+        has dependents do more statements run, in the same transaction. What is recorded is
+        first made storable (:func:`~duetime.store.recorded.recordable`).
         """
         sent: dict[tuple[str, str], Completion] = {}
         for c in completions:
-            if is_uuid(c.task_id) and is_uuid(c.lease_id):
-                sent.setdefault((c.task_id, c.lease_id), c)
+            if is_uuid(c.task_id) and is_uuid(c.lease_id) and (c.task_id, c.lease_id) not in sent:
+                sent[c.task_id, c.lease_id] = recordable(c)
         ended: dict[tuple[str, str], TaskStatus] = {}
         if sent:
             ended = await self._complete(list(sent.values()))
@@ -378,4 +400,4 @@ class TaskOps:
             return []
         async with self._connection() as conn:
             found = await conn.fetch(Q["task_expired_leases"], self._pinned(), limit)
-        return [rows.lease_from_row(r) for r in found]
+        return readable(found, rows.lease_from_row, "task")

@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreUnavailable
+from duetime.store.recorded import recordable
 from duetime.store.sqlite import leadership, migrations, queues, tasks_api, tasks_engine, tenancy
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
@@ -335,6 +336,16 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
         self._fire(wake)
         return moved
 
+    async def task_due_ids(self, limit: int) -> list[str]:
+        return await self._read(lambda conn, now: tasks_engine.task_due_ids(conn, now, limit))
+
+    async def task_promote(self, task_ids: Sequence[str]) -> int:
+        ids = list(task_ids)
+        wake = Wakeups()
+        moved = await self._write(lambda conn, now: tasks_engine.task_promote(conn, now, ids, wake))
+        self._fire(wake)
+        return moved
+
     async def task_next_due_at(self) -> datetime | None:
         return await self._read(tasks_engine.task_next_due_at)
 
@@ -344,7 +355,7 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
     async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
         if not completions:
             return []
-        batch = list(completions)
+        batch = [recordable(c) for c in completions]
         wake = Wakeups()
         results = await self._write(
             lambda conn, now: tasks_engine.task_complete_many(conn, now, batch, wake)

@@ -229,6 +229,18 @@ WHERE rowid IN (
     ORDER BY due_at
     LIMIT :limit);
 
+-- name: task_due_ids
+-- The promoter's isolation path (see duetime.store.isolation): the ids task_promote_due takes.
+SELECT id FROM tasks
+WHERE status IN ('scheduled', 'retrying') AND due_at <= :now
+ORDER BY due_at
+LIMIT :limit;
+
+-- name: task_promote
+UPDATE tasks SET status = 'ready', version = version + 1, updated_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('scheduled', 'retrying') AND due_at <= :now;
+
 -- name: task_next_due_at
 SELECT min(due_at) AS due_at FROM tasks WHERE status IN ('scheduled', 'retrying');
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from duetime.store.recorded import stored_retry_policy
 from duetime.types import (
     ApiKey,
     Attempt,
@@ -62,7 +63,7 @@ def opt_from_micros(micros: int | None) -> datetime | None:
 @functools.lru_cache(maxsize=1024)
 def retry_from_json(text: str) -> RetryPolicy:
     """The ``retry`` column as a policy (cached: policies are frozen, and few distinct exist)."""
-    return RetryPolicy.from_json(orjson.loads(text))
+    return stored_retry_policy(text)
 
 
 @functools.lru_cache(maxsize=1024)

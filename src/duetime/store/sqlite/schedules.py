@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from duetime.errors import Conflict, NotFound
 from duetime.ids import new_id
+from duetime.store.isolation import readable
 from duetime.store.schedule_change import BUFFERED_DROPPED_BY_PAUSE, apply_change
 from duetime.store.sqlite import tasks_api
 from duetime.store.sqlite.dependencies import fail_dependents
@@ -243,10 +244,11 @@ def schedule_due(
     conn: sqlite3.Connection, now: int, at: datetime, horizon: datetime, limit: int
 ) -> list[ScheduleDue]:
     params = {"now": to_micros(at), "horizon": to_micros(horizon), "limit": limit}
-    return [
-        ScheduleDue(schedule_from_row(r), last_task_status(r), bool(r["waiting"]))
-        for r in conn.execute(Q["schedule_due"], params)
-    ]
+    return readable(
+        conn.execute(Q["schedule_due"], params),
+        lambda r: ScheduleDue(schedule_from_row(r), last_task_status(r), bool(r["waiting"])),
+        "schedule",
+    )
 
 
 def _guard_holds(conn: sqlite3.Connection, adv: ScheduleAdvance) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from duetime.store.isolation import readable
 from duetime.store.sqlite.dependencies import fail_dependents, release_dependents
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import (
@@ -38,6 +39,23 @@ def task_promote_due(conn: sqlite3.Connection, now: int, limit: int, wake: Wakeu
     if limit <= 0:
         return 0
     moved = conn.execute(Q["task_promote_due"], {"now": now, "limit": limit}).rowcount
+    if moved:
+        wake.ready = True
+    return moved
+
+
+def task_due_ids(conn: sqlite3.Connection, now: int, limit: int) -> list[str]:
+    """The ids :func:`task_promote_due` would move, earliest due first."""
+    if limit <= 0:
+        return []
+    return [row["id"] for row in conn.execute(Q["task_due_ids"], {"now": now, "limit": limit})]
+
+
+def task_promote(conn: sqlite3.Connection, now: int, task_ids: Sequence[str], wake: Wakeups) -> int:
+    """Move the tasks among ``task_ids`` that are still due scheduled/retrying ones to ready."""
+    if not task_ids:
+        return 0
+    moved = conn.execute(Q["task_promote"], {"now": now, "ids": dumps(list(task_ids))}).rowcount
     if moved:
         wake.ready = True
     return moved
@@ -187,4 +205,4 @@ def task_expired_leases(conn: sqlite3.Connection, now: int, limit: int) -> list[
     if limit <= 0:
         return []
     rows = conn.execute(Q["task_expired_leases"], {"now": now, "limit": limit})
-    return [lease_from_row(row) for row in rows]
+    return readable(rows, lease_from_row, "task")
