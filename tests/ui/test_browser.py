@@ -54,6 +54,13 @@ def browser() -> Iterator[Any]:
             found.close()
 
 
+def follow(page: Any, target: Any) -> None:
+    """Click a link or a form's button and wait for the page it leads to (a bare click returns
+    before the navigation, and a count taken then would read the old page)."""
+    with page.expect_navigation():
+        target.click()
+
+
 def _api(node: Proc, key: str) -> httpx.Client:
     return httpx.Client(base_url=node.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
@@ -140,10 +147,10 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         assert "/ui/login" in page.url
         page.screenshot(path=str(shots / "00-login.png"))
         page.fill("input[name=api_key]", "dt_wrong-key")
-        page.click("button[type=submit]")
+        follow(page, page.locator("button[type=submit]"))
         assert "unknown or deleted API key" in page.content()
         page.fill("input[name=api_key]", key)
-        page.click("button[type=submit]")
+        follow(page, page.locator("button[type=submit]"))
         page.wait_for_url(f"{node.url}/ui")
         problems.clear()  # the wrong key's 401 above was expected
         cookie = next(c for c in context.cookies() if c["name"] == "duetime_ui_key")
@@ -171,11 +178,11 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         )
 
         # Queues: depth and limits; pause one.
-        page.click("header nav >> text=Queues")
+        follow(page, page.locator("header nav >> text=Queues"))
         row = page.locator("tr", has_text="reports")
         assert "max concurrency 4" in row.inner_text()
         page.screenshot(path=str(shots / "02-queues.png"), full_page=True)
-        row.locator("button", has_text="Pause").click()
+        follow(page, row.locator("button", has_text="Pause"))
         assert "queue reports paused" in page.locator(".flash[role=status]").inner_text()
         assert api.get("/v1/queues/reports").json()["paused"] is True
 
@@ -183,17 +190,17 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         page.goto(f"{node.url}/ui/tasks?status=failed&queue=crm")
         assert page.locator("tbody tr").count() == FAILING
         page.screenshot(path=str(shots / "03-tasks.png"), full_page=True)
-        page.locator("tbody tr a.mono").first.click()
+        follow(page, page.locator("tbody tr a.mono").first)
         assert page.locator("ol.timeline li").count() == 2
         assert "HTTP 500" in page.locator("ol.timeline").inner_text()
         page.screenshot(path=str(shots / "04-task.png"), full_page=True)
 
         # Dead letters: the failing receiver's group, replayed from the page.
-        page.click("header nav >> text=Dead letters")
+        follow(page, page.locator("header nav >> text=Dead letters"))
         group = page.locator("article.group", has_text="500")
         assert group.locator(".n").inner_text() == str(FAILING)
         page.screenshot(path=str(shots / "05-dead-letters.png"), full_page=True)
-        group.locator("button", has_text="Replay").click()
+        follow(page, group.locator("button", has_text="Replay"))
         assert f"replayed {FAILING} task(s)" in page.locator(".flash[role=status]").inner_text()
         replayed = [t["id"] for t in api.get("/v1/tasks", params={"queue": "crm"}).json()["items"]]
 
@@ -205,32 +212,32 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         wait_until(new_series_ran, 30, "the replayed tasks to run again")
 
         # A schedule whose next runs cross the March DST change.
-        page.click("header nav >> text=Schedules")
+        follow(page, page.locator("header nav >> text=Schedules"))
         page.screenshot(path=str(shots / "06-schedules.png"), full_page=True)
-        page.locator("tbody tr a.mono").first.click()
+        follow(page, page.locator("tbody tr a.mono").first)
         dst = page.locator("ul.dst-list li").first
         assert "dst" in dst.inner_text()
-        dst.locator("a", has_text="see").click()
+        follow(page, dst.locator("a", has_text="see"))
         moved = page.locator("table.upcoming tr.dst")
         assert moved.count() >= 1
         assert "03:00" in moved.first.inner_text() or "03:30" in moved.first.inner_text()
         page.screenshot(path=str(shots / "07-schedule-dst.png"), full_page=True)
         page.fill("input[name=note]", "vendor outage, back Monday")
-        page.locator("button", has_text="Pause").click()
+        follow(page, page.locator("button", has_text="Pause"))
         assert "schedule paused: vendor outage" in page.locator(".flash[role=status]").inner_text()
         got = api.get(f"/v1/schedules/{seeded['schedule_id']}").json()
         assert got["paused"] is True and got["pause_note"] == "vendor outage, back Monday"
-        page.locator("button", has_text="Trigger now").click()
+        follow(page, page.locator("button", has_text="Trigger now"))
         assert "triggered: task" in page.locator(".flash[role=status]").inner_text()
         assert "triggered" in page.locator("table.compact").nth(1).inner_text()
         page.screenshot(path=str(shots / "08-schedule-paused.png"), full_page=True)
 
         # Workers: the pull worker that leased a report, and the task it holds.
-        page.click("header nav >> text=Workers")
+        follow(page, page.locator("header nav >> text=Workers"))
         assert "report-worker-1" in page.content()
         page.screenshot(path=str(shots / "09-workers.png"), full_page=True)
 
-        page.locator("button", has_text="Log out").click()
+        follow(page, page.locator("button", has_text="Log out"))
         page.goto(f"{node.url}/ui/tasks")
         assert "/ui/login" in page.url
         assert not problems, f"browser errors: {problems}"

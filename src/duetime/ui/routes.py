@@ -9,6 +9,7 @@ from importlib import resources
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
+from duetime.api.deps import services
 from duetime.errors import StoreUnavailable, Unauthorized
 from duetime.ui import views_overview, views_schedules, views_tasks
 from duetime.ui.pages import error_page, html
@@ -18,7 +19,6 @@ from duetime.ui.session import (
     local_path,
     read_form,
     same_origin,
-    services,
     set_key,
 )
 

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from fastapi import Request
 from starlette.responses import Response
 
-from duetime.api.deps import Services, bearer_token, read_body
+from duetime.api.deps import Services, bearer_token, read_body, services
 from duetime.api.schedule_ops import DEV_ACTOR
 from duetime.auth import hash_api_key
 from duetime.store.protocols import Store
@@ -55,11 +55,6 @@ class UiCall:
             return None
         key = await self.store.api_key_get_by_hash(hash_api_key(self.api_key))
         return None if key is None else key.id
-
-
-def services(request: Request) -> Services:
-    found: Services = request.app.state.services
-    return found
 
 
 def presented_key(request: Request) -> str | None:
