@@ -18,6 +18,10 @@ async def test_views_need_a_key_and_send_the_browser_to_login(
         assert resp.headers["location"].startswith("/ui/login?next=%2Fui"), path
         assert (await client.get(path, headers=acme.bearer)).status_code == 200, path
         await page(client, acme, path)
+    # htmx's background refresh is sent to the login page as a whole tab, not swapped in a panel.
+    refresh = await client.get("/ui/queues", headers={"HX-Request": "true"})
+    assert refresh.status_code == 200 and refresh.text == ""
+    assert refresh.headers["hx-redirect"] == "/ui/login?next=%2Fui%2Fqueues"
     # A key that stopped working drops the cookie on the way to the login page.
     resp = await client.get("/ui/tasks", headers={"Cookie": "duetime_ui_key=dt_nope"})
     assert resp.status_code == 303

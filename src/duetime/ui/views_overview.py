@@ -73,10 +73,10 @@ async def activity(call: UiCall, now: datetime, window: str, queue: str | None) 
         ],
     )
     failures = charts.bar_chart(
-        "Failed attempts",
+        "Failures",
         edges,
         [
-            charts.Series("will retry", "c-warn", charts.count_in_buckets(edges, retry_failed)),
+            charts.Series("retrying", "c-warn", charts.count_in_buckets(edges, retry_failed)),
             charts.Series("dead-lettered", "c-bad", charts.count_in_buckets(edges, done_failed)),
         ],
     )
