@@ -48,6 +48,7 @@ from duetime.api.schemas import (
 )
 from duetime.config import Settings
 from duetime.store.protocols import Store
+from duetime.ui import router as ui_router
 
 ROUTERS: Sequence[APIRouter] = (
     tasks.router,
@@ -57,6 +58,7 @@ ROUTERS: Sequence[APIRouter] = (
     tenant.router,
     admin.router,
     ops.router,
+    ui_router,
 )
 """Every router the app serves, in order."""
 

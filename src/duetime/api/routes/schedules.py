@@ -65,6 +65,7 @@ from duetime.types import (
     Schedule,
     ScheduleChange,
     ScheduleFilter,
+    TaskCreated,
     TickFilter,
     TickOutcome,
 )
@@ -216,18 +217,25 @@ async def pause_schedule(schedule_id: str, call: TenantCall, request: Request) -
     """Stop making occurrences (occurrences made ahead and not started are withdrawn); the
     instants that pass while paused are recorded ``skipped_paused``. Optional ``note``."""
     body = await json_body(request, PauseIn, optional=True)
-    actor = await actor_of(request)
+    paused = await schedule_pause(call, schedule_id, body.note, await actor_of(request))
+    return await _respond(call, paused)
+
+
+async def schedule_pause(
+    call: Caller, schedule_id: str, note: str | None, actor: str | None
+) -> Schedule:
+    """Pause with ``note`` (the ``pause`` route's change; the dashboard makes it too)."""
 
     async def make(current: Schedule) -> ScheduleChange:
         before = {"paused": current.paused, "pause_note": current.pause_note}
-        after = {"paused": True, "pause_note": body.note}
+        after = {"paused": True, "pause_note": note}
         now = await call.store.now()
         return ScheduleChange(
-            current.version, "pause", actor, before, after, paused=True, pause_note=body.note,
+            current.version, "pause", actor, before, after, paused=True, pause_note=note,
             rewind_to=now,
         )  # fmt: skip
 
-    return await _respond(call, await _change(call, schedule_id, make))
+    return await _change(call, schedule_id, make)
 
 
 @router.post(
@@ -241,20 +249,28 @@ async def resume_schedule(schedule_id: str, call: TenantCall, request: Request) 
     ``catchup`` asks (``latest`` or ``all``, within the schedule's window and max runs).
     Resuming a schedule that is not paused changes nothing."""
     body = await json_body(request, ResumeIn, optional=True)
-    actor = await actor_of(request)
+    resumed = await schedule_resume(call, schedule_id, body.catchup, await actor_of(request))
+    return await _respond(call, resumed)
+
+
+async def schedule_resume(
+    call: Caller, schedule_id: str, catchup: str, actor: str | None
+) -> Schedule:
+    """Resume with the ``catchup`` policy (the ``resume`` route's change; the dashboard makes it
+    too); a schedule that is not paused is returned unchanged."""
 
     async def make(current: Schedule) -> ScheduleChange | None:
         if not current.paused:
             return None
         before = {"paused": True, "pause_note": current.pause_note}
-        after = {"paused": False, "catchup": body.catchup}
+        after = {"paused": False, "catchup": catchup}
         now = await call.store.now()
         return ScheduleChange(
             current.version, "resume", actor, before, after, paused=False, resume_at=now,
-            resume_catchup=CatchupPolicy(body.catchup),
+            resume_catchup=CatchupPolicy(catchup),
         )  # fmt: skip
 
-    return await _respond(call, await _change(call, schedule_id, make))
+    return await _change(call, schedule_id, make)
 
 
 @router.post(
@@ -266,9 +282,14 @@ async def resume_schedule(schedule_id: str, call: TenantCall, request: Request) 
 async def trigger_schedule(schedule_id: str, call: TenantCall, request: Request) -> Response:
     """Make a task from the template now (``scheduled_for`` = now), also while paused; the ledger
     records it ``triggered``. Overlap is not checked: it is an explicit request."""
+    made = await schedule_trigger(call, schedule_id, await actor_of(request))
+    return render.json_response(render.task(made.task), 201 if made.created else 200)
+
+
+async def schedule_trigger(call: Caller, schedule_id: str, actor: str | None) -> TaskCreated:
+    """Make the task of an occurrence at now (the ``trigger`` route's; the dashboard's too)."""
     current = await _get(call, schedule_id)
     now = await call.store.now()
-    actor = await actor_of(request)
     [made] = await call.store.schedule_occurrences_create(
         call.tenant_id,
         schedule_id,
@@ -276,7 +297,7 @@ async def trigger_schedule(schedule_id: str, call: TenantCall, request: Request)
         TickOutcome.TRIGGERED,
         f"triggered by {actor}" if actor else "triggered",
     )
-    return render.json_response(render.task(made.task), 201 if made.created else 200)
+    return made
 
 
 @router.post(

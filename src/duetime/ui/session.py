@@ -1,0 +1,158 @@
+"""Who is looking at the dashboard, and whether a form post may be trusted.
+
+Auth is the API's (:class:`~duetime.api.deps.Authenticator`): a tenant's API key, or nothing at
+all in dev mode. A browser cannot send ``Authorization`` headers when it follows a link, so the
+login form takes the key once and keeps it in the :data:`KEY_COOKIE` cookie: ``HttpOnly`` (no
+script reads it), ``SameSite=Strict`` (no other site's page or link makes the browser send it),
+``Path=/ui`` (the JSON API never sees it: it keeps to Bearer headers), and ``Secure`` when the page
+came over HTTPS. An ``Authorization: Bearer`` header works too (scripts, tests).
+
+Every POST must also come from a page of this same origin (:func:`same_origin`): ``SameSite``
+already keeps the cookie off cross-site posts, and the Origin check covers dev mode, where there is
+no cookie to withhold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from fastapi import Request
+from starlette.responses import Response
+
+from duetime.api.deps import Services, bearer_token, read_body, services
+from duetime.api.schedule_ops import DEV_ACTOR
+from duetime.auth import hash_api_key
+from duetime.store.protocols import Store
+
+KEY_COOKIE = "duetime_ui_key"
+"""The cookie holding the API key the user logged in with."""
+FLASH_COOKIE = "duetime_ui_flash"
+"""A one-shot message for the page an action redirects to."""
+COOKIE_PATH = "/ui"
+SESSION_SECONDS = 12 * 3600
+"""How long a login lasts."""
+FORM_LIMIT_BYTES = 64 * 1024
+"""Largest form body accepted (a dead-letter group's replay posts up to a page of ids)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UiCall:
+    """An authenticated dashboard request: the tenant, the store and the app's services."""
+
+    tenant_id: str
+    store: Store
+    services: Services
+    api_key: str | None
+    """The key the user logged in with (None in dev mode)."""
+    tenant_name: str
+
+    async def actor(self) -> str | None:
+        """Who made a change, for schedule revisions: the key's id, as the API records it."""
+        if self.services.auth.dev_mode:
+            return DEV_ACTOR
+        if not self.api_key:
+            return None
+        key = await self.store.api_key_get_by_hash(hash_api_key(self.api_key))
+        return None if key is None else key.id
+
+
+def presented_key(request: Request) -> str | None:
+    """The API key a request carries: a Bearer header, else the login cookie."""
+    return bearer_token(request) or request.cookies.get(KEY_COOKIE) or None
+
+
+async def authenticate(request: Request) -> UiCall:
+    """The dashboard caller; ``Unauthorized`` (from the API's authenticator) without a valid
+    key outside dev mode."""
+    found = services(request)
+    key = presented_key(request)
+    tenant_id = await found.auth.tenant_id(key)
+    tenant = await found.store.tenant_get(tenant_id)
+    name = tenant.name if tenant is not None else tenant_id
+    return UiCall(tenant_id, found.store, found, None if found.auth.dev_mode else key, name)
+
+
+def same_origin(request: Request) -> bool:
+    """True when the request says it comes from a page of this server: its ``Origin`` (or, when
+    a browser left that out, its ``Referer``) names the host the request was sent to. A request
+    with neither is refused: every browser this dashboard supports sends Origin on a POST."""
+    host = request.headers.get("host")
+    if not host:
+        return False
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if not source or source == "null":
+        return False
+    parts = urlsplit(source)
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
+
+
+async def read_form(request: Request) -> dict[str, list[str]]:
+    """An ``application/x-www-form-urlencoded`` body, capped at :data:`FORM_LIMIT_BYTES`."""
+    raw = await read_body(request, FORM_LIMIT_BYTES)
+    return parse_qs(raw.decode("utf-8", errors="replace"), keep_blank_values=True)
+
+
+def first(form: dict[str, list[str]], name: str, default: str = "") -> str:
+    values = form.get(name)
+    return values[0] if values else default
+
+
+def local_path(candidate: str | None, default: str) -> str:
+    """``candidate`` when it is a path inside the dashboard (so a redirect can never leave the
+    site), else ``default``."""
+    if (
+        candidate
+        and candidate.startswith(COOKIE_PATH)
+        and not candidate.startswith("//")
+        and "\\" not in candidate
+        and not urlsplit(candidate).netloc
+    ):
+        return candidate
+    return default
+
+
+def login_redirect(request: Request) -> str:
+    """The login page, remembering where the user was going."""
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return f"{COOKIE_PATH}/login?next={quote(target, safe='')}"
+
+
+def set_key(response: Response, request: Request, key: str) -> None:
+    response.set_cookie(
+        KEY_COOKIE,
+        key,
+        max_age=SESSION_SECONDS,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+def clear_key(response: Response) -> None:
+    response.delete_cookie(KEY_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+
+
+def set_flash(response: Response, request: Request, message: str, *, error: bool = False) -> None:
+    """A message the next page shows once (``!`` first marks an error)."""
+    text = ("!" if error else "") + message[:300]
+    response.set_cookie(
+        FLASH_COOKIE,
+        quote(text, safe=""),
+        max_age=60,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+def take_flash(request: Request, response: Response) -> tuple[str, bool] | None:
+    """The pending message (text, is_error), cleared from the browser by ``response``."""
+    raw = request.cookies.get(FLASH_COOKIE)
+    if not raw:
+        return None
+    response.delete_cookie(FLASH_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+    text = unquote(raw)
+    return (text[1:], True) if text.startswith("!") else (text, False)

@@ -1,0 +1,41 @@
+"""Fixtures of the dashboard's HTML tests: an app over the parametrized ``store`` (SQLite and
+PostgreSQL) with auth on, an in-process httpx client, and two tenants with their keys."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from ui_helpers import ADMIN_TOKEN, BASE, Tenant, make_tenant
+
+from duetime.api.app import create_app
+from duetime.config import Settings
+from duetime.store import Store
+
+
+@pytest.fixture
+async def client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(Settings(admin_token=ADMIN_TOKEN), store)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
+        yield c
+
+
+@pytest.fixture
+async def dev_client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    """The same app in dev mode (no admin token: no auth)."""
+    app = create_app(Settings(), store)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
+        yield c
+
+
+@pytest.fixture
+async def acme(client: httpx.AsyncClient) -> Tenant:
+    return await make_tenant(client, "acme")
+
+
+@pytest.fixture
+async def globex(client: httpx.AsyncClient) -> Tenant:
+    return await make_tenant(client, "globex")

@@ -1,0 +1,245 @@
+"""The dashboard in a real headless Chromium (Debian's, driven by Playwright) against a real
+``duetime serve`` on SQLite: log in with a tenant key, read the overview, pause a queue, find the
+dead letters a failing receiver made and replay them, read a task's attempts, watch a schedule's
+next runs cross a DST change, pause it with a note, and see the workers. Every view is saved as a
+screenshot under ``$DUETIME_TEST_ARTIFACTS`` (default ``tests/ui/artifacts/``).
+
+Chromium comes from Debian (``scripts/test`` installs it); this test never downloads a browser.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from duetime.bench.harness import NodeOptions, Proc, running, start_node, start_receiver, wait_until
+
+pytestmark = pytest.mark.acceptance
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ADMIN_TOKEN = "ui-browser-test-admin"
+FAILING = 6
+
+
+def artifacts_dir() -> Path:
+    found = Path(os.environ.get("DUETIME_TEST_ARTIFACTS") or Path(__file__).parent / "artifacts")
+    found.mkdir(parents=True, exist_ok=True)
+    return found
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium: scripts/test installs Debian's chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        found = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield found
+        finally:
+            found.close()
+
+
+def follow(page: Any, target: Any) -> None:
+    """Click a link or a form's button and wait for the page it leads to (a bare click returns
+    before the navigation, and a count taken then would read the old page)."""
+    with page.expect_navigation():
+        target.click()
+
+
+def _api(node: Proc, key: str) -> httpx.Client:
+    return httpx.Client(base_url=node.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def _seed(api: httpx.Client, ok_url: str, bad_url: str) -> dict[str, Any]:
+    """Work for every view: deliveries that succeed, a noisy queue whose receiver answers 500
+    (dead letters after two attempts), worker tasks, a far-future task and a DST schedule."""
+    fast_fail = {"max_attempts": 2, "initial_delay_seconds": 0.2, "jitter": 0}
+    tasks = [
+        {"name": "send-receipt", "queue": "emails", "target": {"type": "http", "url": ok_url},
+         "payload": {"n": n}, "labels": {"team": "billing"}}
+        for n in range(12)
+    ] + [
+        {"name": "sync-crm", "queue": "crm", "target": {"type": "http", "url": bad_url},
+         "payload": {"customer": n}, "retry": fast_fail}
+        for n in range(FAILING)
+    ] + [
+        {"name": "build-report", "queue": "reports", "target": {"type": "worker"},
+         "payload": {"month": m}}
+        for m in range(3)
+    ] + [
+        {"name": "renew", "queue": "emails", "target": {"type": "http", "url": ok_url},
+         "delay_seconds": 86400},
+    ]  # fmt: skip
+    made = api.post("/v1/tasks/batch", json={"tasks": tasks})
+    assert made.status_code == 201, made.text
+    assert api.put("/v1/queues/reports", json={"max_concurrency": 4}).status_code == 200
+    schedule = api.post(
+        "/v1/schedules",
+        json={
+            "cron": "30 2 * * *",
+            "timezone": "America/New_York",
+            "task": {
+                "name": "nightly",
+                "queue": "emails",
+                "target": {"type": "http", "url": ok_url},
+            },
+        },
+    )
+    assert schedule.status_code == 201, schedule.text
+    lease = {
+        "max_tasks": 1,
+        "lease_seconds": 300,
+        "wait_seconds": 0,
+        "worker_id": "report-worker-1",
+    }
+    leased = api.post("/v1/queues/reports/lease", json=lease)
+    assert leased.status_code == 200 and len(leased.json()["leases"]) == 1, leased.text
+    return {"schedule_id": schedule.json()["id"]}
+
+
+def _failed(api: httpx.Client) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = api.get("/v1/tasks", params={"status": "failed"}).json()["items"]
+    return items
+
+
+def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
+    shots = artifacts_dir()
+    ok = start_receiver(tmp_path)
+    bad = start_receiver(tmp_path, fail_every=1)
+    env = {
+        "DUETIME_ADMIN_TOKEN": ADMIN_TOKEN,
+        "DUETIME_ALLOW_PRIVATE_TARGETS": "true",
+        "DUETIME_POLL_INTERVAL_SECONDS": "0.2",
+    }
+    node = start_node(tmp_path, NodeOptions(db=f"sqlite:///{tmp_path / 'ui.db'}", env=env))
+    with running(ok, bad, node):
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        tenant = httpx.post(f"{node.url}/v1/admin/tenants", json={"name": "acme"}, headers=admin)
+        assert tenant.status_code == 201, tenant.text
+        key = tenant.json()["api_key"]
+        api = _api(node, key)
+        seeded = _seed(api, f"{ok.url}/hook", f"{bad.url}/hook")
+        wait_until(lambda: len(_failed(api)) == FAILING, 30, "the failing tasks to dead-letter")
+
+        context = browser.new_context(viewport={"width": 1360, "height": 900})
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+
+        # Not logged in: the login form, which takes the tenant's key once.
+        page.goto(f"{node.url}/ui")
+        assert "/ui/login" in page.url
+        page.screenshot(path=str(shots / "00-login.png"))
+        page.fill("input[name=api_key]", "dt_wrong-key")
+        follow(page, page.locator("button[type=submit]"))
+        assert "unknown or deleted API key" in page.content()
+        page.fill("input[name=api_key]", key)
+        follow(page, page.locator("button[type=submit]"))
+        page.wait_for_url(f"{node.url}/ui")
+        problems.clear()  # the wrong key's 401 above was expected
+        cookie = next(c for c in context.cookies() if c["name"] == "duetime_ui_key")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
+
+        # Overview: counts by status and the charts of what just happened.
+        assert page.locator(".count.st-failed .n").inner_text() == str(FAILING)
+        assert page.locator("figure.chart").count() == 3
+        assert page.locator("figure.chart rect.c-bad").count() >= 1, "failures not charted"
+        assert page.locator("figure.chart rect.c-ok").count() >= 1, "successes not charted"
+        assert "crm" in page.locator("section.card").first.inner_text(), "noisy queue not named"
+        page.screenshot(path=str(shots / "01-overview.png"), full_page=True)
+        # htmx (packaged, allowed by the page's CSP) swaps the live part in place: what the
+        # 10-second refresh does, asked for now.
+        assert page.evaluate("typeof window.htmx") == "object"
+        total = int(page.locator(".count.total .n").inner_text().replace(",", ""))
+        api.post("/v1/tasks", json={"queue": "emails", "target": {"type": "worker"}})
+        page.evaluate(
+            "htmx.ajax('GET', location.pathname, "
+            "{target: '#live', select: '#live', swap: 'outerHTML'})"
+        )
+        page.wait_for_function(
+            f"document.querySelector('.count.total .n').textContent === '{total + 1}'",
+            timeout=10_000,
+        )
+
+        # Queues: depth and limits; pause one.
+        follow(page, page.locator("header nav >> text=Queues"))
+        row = page.locator("tr", has_text="reports")
+        assert "max concurrency 4" in row.inner_text()
+        page.screenshot(path=str(shots / "02-queues.png"), full_page=True)
+        follow(page, row.locator("button", has_text="Pause"))
+        assert "queue reports paused" in page.locator(".flash[role=status]").inner_text()
+        assert api.get("/v1/queues/reports").json()["paused"] is True
+
+        # Tasks, filtered as the API filters.
+        page.goto(f"{node.url}/ui/tasks?status=failed&queue=crm")
+        assert page.locator("tbody tr").count() == FAILING
+        page.screenshot(path=str(shots / "03-tasks.png"), full_page=True)
+        follow(page, page.locator("tbody tr a.mono").first)
+        assert page.locator("ol.timeline li").count() == 2
+        assert "HTTP 500" in page.locator("ol.timeline").inner_text()
+        page.screenshot(path=str(shots / "04-task.png"), full_page=True)
+
+        # Dead letters: the failing receiver's group, replayed from the page.
+        follow(page, page.locator("header nav >> text=Dead letters"))
+        group = page.locator("article.group", has_text="500")
+        assert group.locator(".n").inner_text() == str(FAILING)
+        page.screenshot(path=str(shots / "05-dead-letters.png"), full_page=True)
+        follow(page, group.locator("button", has_text="Replay"))
+        assert f"replayed {FAILING} task(s)" in page.locator(".flash[role=status]").inner_text()
+        replayed = [t["id"] for t in api.get("/v1/tasks", params={"queue": "crm"}).json()["items"]]
+
+        def new_series_ran() -> bool:
+            return all(
+                len(api.get(f"/v1/tasks/{t}/attempts").json()["items"]) >= 3 for t in replayed
+            )
+
+        wait_until(new_series_ran, 30, "the replayed tasks to run again")
+
+        # A schedule whose next runs cross the March DST change.
+        follow(page, page.locator("header nav >> text=Schedules"))
+        page.screenshot(path=str(shots / "06-schedules.png"), full_page=True)
+        follow(page, page.locator("tbody tr a.mono").first)
+        dst = page.locator("ul.dst-list li").first
+        assert "dst" in dst.inner_text()
+        follow(page, dst.locator("a", has_text="see"))
+        moved = page.locator("table.upcoming tr.dst")
+        assert moved.count() >= 1
+        assert "03:00" in moved.first.inner_text() or "03:30" in moved.first.inner_text()
+        page.screenshot(path=str(shots / "07-schedule-dst.png"), full_page=True)
+        page.fill("input[name=note]", "vendor outage, back Monday")
+        follow(page, page.locator("button", has_text="Pause"))
+        assert "schedule paused: vendor outage" in page.locator(".flash[role=status]").inner_text()
+        got = api.get(f"/v1/schedules/{seeded['schedule_id']}").json()
+        assert got["paused"] is True and got["pause_note"] == "vendor outage, back Monday"
+        follow(page, page.locator("button", has_text="Trigger now"))
+        assert "triggered: task" in page.locator(".flash[role=status]").inner_text()
+        assert "triggered" in page.locator("table.compact").nth(1).inner_text()
+        page.screenshot(path=str(shots / "08-schedule-paused.png"), full_page=True)
+
+        # Workers: the pull worker that leased a report, and the task it holds.
+        follow(page, page.locator("header nav >> text=Workers"))
+        assert "report-worker-1" in page.content()
+        page.screenshot(path=str(shots / "09-workers.png"), full_page=True)
+
+        follow(page, page.locator("button", has_text="Log out"))
+        page.goto(f"{node.url}/ui/tasks")
+        assert "/ui/login" in page.url
+        assert not problems, f"browser errors: {problems}"
+        context.close()
+        api.close()
