@@ -43,9 +43,13 @@ def artifacts_dir() -> Path:
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium: scripts/test installs Debian's chromium")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():  # never skip silently: the browser test is part of the suite
+        pytest.fail(
+            "no /usr/bin/chromium: run ./scripts/test as root (it installs Debian's chromium) "
+            "or `apt-get install chromium`",
+            pytrace=False,
+        )
+    from playwright import sync_api
     with sync_api.sync_playwright() as p:
         found = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
