@@ -50,6 +50,7 @@ def browser() -> Iterator[Any]:
             pytrace=False,
         )
     from playwright import sync_api
+
     with sync_api.sync_playwright() as p:
         found = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
