@@ -94,9 +94,9 @@ class Processes:
             )
         )
 
-    def handled(self) -> dict[str, int]:
-        """Runs per task id, over every worker of this test."""
-        return dict(handled(self.handled_path))
+    def handled(self) -> dict[str, list[int]]:
+        """Attempt numbers run per task id, over every worker of this test."""
+        return handled(self.handled_path)
 
     def logs(self, tail: int = 3000) -> str:
         """The last ``tail`` characters of every process log, for a failure message."""

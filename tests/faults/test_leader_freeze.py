@@ -19,7 +19,7 @@ from duetime.bench.harness import Proc, metric_total, wait_until
 from duetime.clock import FakeClock
 from duetime.engine.leader import Leader
 from duetime.store import Store
-from duetime.testing.faultrun import create_all, receiver_counts, spread, verify, wait_settled
+from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 
 TTL = 2.0
 
@@ -89,7 +89,7 @@ def test_frozen_leader_resumes_without_acting_on_stale_leadership(
     wait_settled(pg_url, 60, procs.logs)
     assert _leads(b) and not _leads(a)
     assert _leader_work(a) == before, "the woken leader promoted or reaped on stale leadership"
-    deliveries = receiver_counts(receiver.url)
+    deliveries = receiver_attempts(receiver.url)
     deliveries.update(procs.handled())
     report = verify("leader frozen past its lease", pg_url, accepted, deliveries)
     assert report.statuses == {"succeeded": len(accepted)}, report.summary()

@@ -13,7 +13,7 @@ import httpx
 from conftest import RETRY, WORKER_QUEUE, Processes
 
 from duetime.bench.harness import wait_until
-from duetime.testing.faultrun import create_all, receiver_counts, spread, verify, wait_settled
+from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 from duetime.testing.tcpproxy import TcpProxy
 
 HOOKS = 2000
@@ -54,7 +54,7 @@ def test_one_node_partitioned_from_postgres(pg_url: str, procs: Processes) -> No
 
         wait_settled(pg_url, 90, procs.logs)
         wait_until(lambda: httpx.get(f"{b.url}/readyz").status_code == 200, 30, "b ready")
-        deliveries = receiver_counts(receiver.url)
+        deliveries = receiver_attempts(receiver.url)
         deliveries.update(procs.handled())
         report = verify("one node partitioned", pg_url, accepted, deliveries)
         assert report.statuses == {"succeeded": HOOKS + JOBS}, report.summary()

@@ -11,7 +11,7 @@ import asyncpg
 import httpx
 from conftest import RETRY, WORKER_QUEUE, Processes
 
-from duetime.testing.faultrun import create_all, receiver_counts, spread, verify, wait_settled
+from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 
 HOOKS = 2000
 JOBS = 1000
@@ -56,7 +56,7 @@ def test_every_connection_killed_during_a_burst(pg_url: str, procs: Processes) -
     wait_settled(pg_url, 90, procs.logs)
     for node in (a, b):
         assert httpx.get(f"{node.url}/readyz", timeout=10).status_code == 200
-    deliveries = receiver_counts(receiver.url)
+    deliveries = receiver_attempts(receiver.url)
     deliveries.update(procs.handled())
     report = verify("connections killed", pg_url, accepted, deliveries, killed=killed)
     assert report.statuses == {"succeeded": HOOKS + JOBS}, report.summary()

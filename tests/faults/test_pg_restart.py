@@ -11,7 +11,7 @@ import httpx
 from conftest import RETRY, WORKER_QUEUE, Processes
 
 from duetime.bench.harness import wait_until
-from duetime.testing.faultrun import create_all, receiver_counts, spread, verify, wait_settled
+from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 from duetime.testing.pgcluster import PgCluster
 
 HOOKS = 2000
@@ -48,7 +48,7 @@ def test_postgres_restarted_during_a_burst(pg_cluster: PgCluster, procs: Process
         wait_until(
             lambda n=node: httpx.get(f"{n.url}/readyz").status_code == 200, 30, "nodes ready"
         )
-    deliveries = receiver_counts(receiver.url)
+    deliveries = receiver_attempts(receiver.url)
     deliveries.update(procs.handled())
     report = verify("PostgreSQL restarted", db, accepted, deliveries)
     assert report.statuses == {"succeeded": HOOKS + JOBS}, report.summary()

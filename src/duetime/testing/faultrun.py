@@ -132,7 +132,7 @@ def verify(
     fault: str,
     db: str,
     accepted: Sequence[str],
-    deliveries: Mapping[str, int],
+    deliveries: Mapping[str, Sequence[int]],
     **extra: object,
 ) -> invariants.Report:
     """Check the invariants for ``accepted`` in the store at ``db``, record the figures (a JSON
@@ -156,16 +156,18 @@ def _figures(report: invariants.Report) -> dict[str, object]:
         "deliveries": report.deliveries,
         "duplicates": report.duplicates,
         "explained": report.explained,
+        "resent": report.resent,
         "lost": report.lost,
     }
 
 
-def receiver_counts(url: str) -> dict[str, int]:
-    """Deliveries per task id seen by a receiver (``bench.receiver`` or ``badreceiver``)."""
+def receiver_attempts(url: str) -> dict[str, list[int]]:
+    """The attempt numbers a receiver (``bench.receiver`` or ``badreceiver``) saw per task id,
+    one per delivery."""
     body = httpx.get(url + "/_records", timeout=30).content
-    counts: dict[str, int] = {}
+    seen: dict[str, list[int]] = {}
     for line in body.splitlines():
         if line:
-            task_id = str(orjson.loads(line)["task_id"])
-            counts[task_id] = counts.get(task_id, 0) + 1
-    return counts
+            record = orjson.loads(line)
+            seen.setdefault(str(record["task_id"]), []).append(int(record["attempt"]))
+    return seen

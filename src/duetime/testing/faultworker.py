@@ -8,18 +8,19 @@ handled twice shows twice (flushed per line: a worker killed or frozen keeps wha
 from __future__ import annotations
 
 import asyncio
-import collections
 import sys
 from pathlib import Path
 
 
-def handled(path: Path) -> collections.Counter[str]:
-    """How many runs each task id had, from the files one or more workers wrote."""
-    seen: collections.Counter[str] = collections.Counter()
+def handled(path: Path) -> dict[str, list[int]]:
+    """The attempt numbers each task id was run with (one per run), from the file one or more
+    workers appended to."""
+    seen: dict[str, list[int]] = {}
     if path.exists():
         for line in path.read_text().splitlines():
             if line.strip():
-                seen[line.split()[0]] += 1
+                task_id, attempt = line.split()
+                seen.setdefault(task_id, []).append(int(attempt))
     return seen
 
 

@@ -9,9 +9,13 @@ through the API a fault may have bent), then check, for the tasks a test had acc
 - no attempt without an end: every attempt row has ``finished_at``, attempt numbers run 1..n
   without a gap, and ``tasks.attempts`` counts exactly the attempts recorded (a claim whose end
   was never written would leave a gap or a count ahead of the rows);
-- every duplicate delivery (a target saw one task more than once) is explained by an attempt that
-  ended without the target's success reaching the store: ``lease_expired``, ``timed_out`` or
-  ``failed`` — at least ``deliveries - 1`` of them.
+- every duplicate delivery (a target saw one task more than once) is explained: a delivery of a
+  later attempt by an earlier attempt that ended without the target's success reaching the store
+  (``lease_expired``, ``timed_out`` or ``failed`` — at least ``distinct attempts seen - 1`` of
+  them); a second delivery of the *same* attempt only as the webhook client's single resend on a
+  reused keep-alive connection that closed without answering (byte-identical: same
+  ``webhook-id``, same ``duetime-attempt``; :mod:`duetime.delivery.http1`), so at most once per
+  attempt, counted apart as ``resent``. No target may see an attempt the store never claimed.
 
 :func:`check` returns a :class:`Report` with the figures ``docs/reliability.md`` tabulates;
 :meth:`Report.assert_ok` fails with every violation listed.
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import collections
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -56,6 +60,7 @@ class Report:
     deliveries: int = 0
     duplicates: int = 0
     explained: int = 0
+    resent: int = 0
     lost: int = 0
     violations: list[str] = field(default_factory=list)
 
@@ -74,7 +79,7 @@ class Report:
             f"tasks={self.tasks} statuses={dict(sorted(self.statuses.items()))} "
             f"attempts={self.attempts} outcomes={dict(sorted(self.outcomes.items()))} "
             f"deliveries={self.deliveries} duplicates={self.duplicates} "
-            f"explained={self.explained} lost={self.lost}"
+            f"explained={self.explained} resent={self.resent} lost={self.lost}"
         )
 
 
@@ -115,13 +120,13 @@ def check(
     accepted: Iterable[str],
     tasks: Iterable[TaskRow],
     attempts: Iterable[AttemptRow],
-    deliveries: Mapping[str, int] | None = None,
+    deliveries: Mapping[str, Sequence[int]] | None = None,
 ) -> Report:
     """Check the invariants for the ``accepted`` task ids against the stored rows.
 
-    ``deliveries`` maps a task id to how many times its target saw it (a receiver's or a worker's
-    record); tasks it does not name are not checked for duplicates. Ids in ``deliveries`` that
-    were never accepted are violations too (a delivery of a task nobody made).
+    ``deliveries`` maps a task id to the attempt numbers its target saw, one per delivery (a
+    receiver's or a worker's record); tasks it does not name are not checked for duplicates. Ids
+    in ``deliveries`` that were never accepted are violations too (a delivery nobody asked for).
     """
     wanted = set(accepted)
     by_id = {t.id: t for t in tasks}
@@ -157,21 +162,41 @@ def check(
         if not all(a.finished for a in rows):
             bad.append(f"{task_id}: an attempt without an end")
     for task_id, seen in (deliveries or {}).items():
-        report.deliveries += seen
+        report.deliveries += len(seen)
         if task_id not in wanted:
             bad.append(f"{task_id}: delivered but never accepted")
             continue
-        if seen <= 1:
-            continue
-        report.duplicates += seen - 1
-        ended_badly = sum(a.outcome in UNSUCCESSFUL for a in per_task.get(task_id, []))
-        explained = min(seen - 1, ended_badly)
-        report.explained += explained
-        if explained < seen - 1:
-            bad.append(
-                f"{task_id}: delivered {seen} times, only {ended_badly} attempts ended "
-                f"unsuccessfully {[a.outcome for a in per_task.get(task_id, [])]}"
-            )
+        _explain(report, task_id, seen, per_task.get(task_id, []), by_id.get(task_id))
     report.statuses = dict(statuses)
     report.outcomes = dict(outcomes)
     return report
+
+
+def _explain(
+    report: Report,
+    task_id: str,
+    seen: Sequence[int],
+    rows: Sequence[AttemptRow],
+    task: TaskRow | None,
+) -> None:
+    """Account for the deliveries ``seen`` of one task (attempt numbers) against its ``rows``."""
+    if len(seen) <= 1:
+        return
+    report.duplicates += len(seen) - 1
+    per_attempt = collections.Counter(seen)
+    resent = sum(n - 1 for n in per_attempt.values())
+    if any(n > 2 for n in per_attempt.values()):
+        report.violations.append(f"{task_id}: one attempt delivered 3+ times {sorted(seen)}")
+    report.resent += resent
+    later = len(per_attempt) - 1
+    ended_badly = sum(a.outcome in UNSUCCESSFUL for a in rows)
+    report.explained += min(later, ended_badly)
+    if ended_badly < later:
+        report.violations.append(
+            f"{task_id}: attempts {sorted(seen)} delivered, only {ended_badly} ended "
+            f"unsuccessfully {[a.outcome for a in rows]}"
+        )
+    if task is not None and max(seen) > task.attempts:
+        report.violations.append(
+            f"{task_id}: attempt {max(seen)} delivered, {task.attempts} claimed"
+        )
