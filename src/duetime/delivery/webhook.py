@@ -47,6 +47,7 @@ from duetime.delivery.netguard import (
 )
 from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, sign
 from duetime.errors import ValidationError
+from duetime.text import clean
 from duetime.types import AttemptOutcome
 
 __all__ = ["ALLOWED_METHODS", "WebhookDeliverer", "check_http_target", "parse_retry_after"]
@@ -156,7 +157,10 @@ def _result_json(body: bytes) -> str | None:
 
 
 def _snippet(body: bytes) -> str:
-    text = " ".join(body[: _ERROR_SNIPPET_CHARS * 4].decode("utf-8", "replace").split())
+    # Cleaned (duetime.text): a NUL in a reply would be refused by PostgreSQL's text and fail
+    # the completion of every delivery in the same batch.
+    raw = body[: _ERROR_SNIPPET_CHARS * 4].decode("utf-8", "replace")
+    text = " ".join(clean(raw, _ERROR_SNIPPET_CHARS * 4).split())
     if len(text) > _ERROR_SNIPPET_CHARS:
         text = text[: _ERROR_SNIPPET_CHARS - 1] + "…"
     return text
