@@ -9,12 +9,12 @@ from __future__ import annotations
 import collections
 
 import httpx
-from conftest import Processes
 
 from duetime.bench.harness import wait_until
+from duetime.testing.faultnodes import Processes
 from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 
-PER_MODE = 300
+PER_MODE = 250
 # (path, attempts) — bad=1: misbehaves on the first attempt only, then answers 204.
 MODES = [
     ("hang?bad=1", 3),
@@ -50,8 +50,9 @@ def test_misbehaving_receivers_during_a_burst(pg_url: str, procs: Processes) -> 
         assert made.status_code == 201, made.text
         fresh = made.json()["id"]
         wait_until(
-            lambda n=node, t=fresh: httpx.get(f"{n.url}/v1/tasks/{t}").json()["status"]
-            == "succeeded",
+            lambda n=node, t=fresh: (
+                httpx.get(f"{n.url}/v1/tasks/{t}").json()["status"] == "succeeded"
+            ),
             15,
             "a healthy delivery after the bad ones",
         )

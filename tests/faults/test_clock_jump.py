@@ -13,14 +13,18 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from conftest import RETRY, WORKER_QUEUE, Processes
 
 from duetime.bench.harness import wait_until
+from duetime.testing.faultnodes import RETRY, WORKER_QUEUE, Processes
 from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 
 HOOKS = 2000
 JOBS = 1000
-LIBS = ("/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime", "/usr/lib/faketime")
+LIBS = (
+    "/usr/lib/x86_64-linux-gnu/faketime",
+    "/usr/lib/aarch64-linux-gnu/faketime",
+    "/usr/lib/faketime",
+)
 
 
 def _libfaketime() -> str:

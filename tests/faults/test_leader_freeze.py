@@ -13,12 +13,12 @@ import signal
 import time
 
 import httpx
-from conftest import RETRY, WORKER_QUEUE, Processes
 
 from duetime.bench.harness import Proc, metric_total, wait_until
 from duetime.clock import FakeClock
 from duetime.engine.leader import Leader
 from duetime.store import Store
+from duetime.testing.faultnodes import RETRY, WORKER_QUEUE, Processes
 from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 
 TTL = 2.0

@@ -10,9 +10,9 @@ import time
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from conftest import RETRY, WORKER_QUEUE, Processes
 
 from duetime.bench.harness import wait_until
+from duetime.testing.faultnodes import RETRY, WORKER_QUEUE, Processes
 from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 from duetime.testing.tcpproxy import TcpProxy
 
@@ -22,7 +22,9 @@ JOBS = 1000
 
 def _through(proxy: TcpProxy, url: str) -> str:
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}"))
+    return urlunsplit(
+        parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}")
+    )
 
 
 def test_one_node_partitioned_from_postgres(pg_url: str, procs: Processes) -> None:

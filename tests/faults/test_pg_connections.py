@@ -1,6 +1,6 @@
-"""PostgreSQL drops every connection of every node, again and again, during a burst of webhook
-and worker tasks (``pg_terminate_backend`` on this test's database only: the server is shared).
-The nodes reconnect by themselves; nothing is lost, doubled or left without an end."""
+"""PostgreSQL drops every connection of every node (three here), again and again, during a burst
+of webhook and worker tasks (``pg_terminate_backend`` on this test's database only: the server is
+shared). The nodes reconnect by themselves; nothing is lost, doubled or left without an end."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 import asyncpg
 import httpx
-from conftest import RETRY, WORKER_QUEUE, Processes
 
+from duetime.testing.faultnodes import RETRY, WORKER_QUEUE, Processes
 from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 
 HOOKS = 2000
@@ -33,7 +33,8 @@ def test_every_connection_killed_during_a_burst(pg_url: str, procs: Processes) -
     receiver = procs.receiver()
     a = procs.node(pg_url, "a")
     b = procs.node(pg_url, "b")
-    procs.worker(b.url)
+    c = procs.node(pg_url, "c")
+    procs.worker(c.url)
     hook = {"type": "http", "url": f"{receiver.url}/hook"}
     common = {"retry": RETRY, "timeout_seconds": 2}
     bodies = spread(HOOKS, hook, start_in=2, over=4, **common) + spread(
@@ -45,7 +46,7 @@ def test_every_connection_killed_during_a_burst(pg_url: str, procs: Processes) -
         queue=WORKER_QUEUE,
         **common,
     )
-    accepted = create_all([a.url, b.url], bodies)
+    accepted = create_all([a.url, b.url, c.url], bodies)
     time.sleep(2.5)  # the burst is being delivered
     killed = []
     for _ in range(3):
@@ -54,7 +55,7 @@ def test_every_connection_killed_during_a_burst(pg_url: str, procs: Processes) -
     assert all(n > 0 for n in killed), f"no connection to kill: {killed}"
 
     wait_settled(pg_url, 90, procs.logs)
-    for node in (a, b):
+    for node in (a, b, c):
         assert httpx.get(f"{node.url}/readyz", timeout=10).status_code == 200
     deliveries = receiver_attempts(receiver.url)
     deliveries.update(procs.handled())

@@ -6,11 +6,12 @@ themselves, and every accepted task ends exactly once."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import httpx
-from conftest import RETRY, WORKER_QUEUE, Processes
 
 from duetime.bench.harness import wait_until
+from duetime.testing.faultnodes import RETRY, WORKER_QUEUE, Processes
 from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 from duetime.testing.pgcluster import PgCluster
 
@@ -18,7 +19,9 @@ HOOKS = 2000
 JOBS = 1000
 
 
-def test_postgres_restarted_during_a_burst(pg_cluster: PgCluster, procs: Processes, migrated) -> None:  # type: ignore[no-untyped-def]
+def test_postgres_restarted_during_a_burst(
+    pg_cluster: PgCluster, procs: Processes, migrated: Callable[[str], None]
+) -> None:
     db = pg_cluster.create_database("faults")
     migrated(db)
     receiver = procs.receiver()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import RETRY, Processes
 
 from duetime.bench.harness import wait_until
+from duetime.testing.faultnodes import RETRY, Processes
 from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 
 HOOKS = 2000
@@ -52,9 +52,7 @@ def _fill(path: Path) -> int:
     return written
 
 
-def test_sqlite_disk_full_refuses_creates_and_recovers(
-    tiny_disk: Path, procs: Processes
-) -> None:
+def test_sqlite_disk_full_refuses_creates_and_recovers(tiny_disk: Path, procs: Processes) -> None:
     db = tiny_disk / "duetime.db"
     receiver = procs.receiver()
     node = procs.node(f"sqlite:///{db}", "solo", {"DUETIME_DISPATCH_PROCESSES": "0"})

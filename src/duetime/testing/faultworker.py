@@ -42,16 +42,14 @@ def main(argv: list[str] | None = None) -> None:
             request_timeout_seconds=10,
         ),
     )
-    sink = Path(out).open("a", buffering=1)  # line-buffered: each run is on disk at once
+    # Line-buffered: each run is on disk at once.
+    with Path(out).open("a", buffering=1) as sink:
 
-    @worker.handler("noop")
-    async def noop(job: Job) -> None:
-        sink.write(f"{job.task.id} {job.attempt}\n")
+        @worker.handler("noop")
+        async def noop(job: Job) -> None:
+            sink.write(f"{job.task.id} {job.attempt}\n")
 
-    try:
         asyncio.run(worker.run(handle_signals=True))
-    finally:
-        sink.close()
 
 
 if __name__ == "__main__":

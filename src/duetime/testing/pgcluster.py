@@ -9,6 +9,7 @@ does for the whole suite.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -111,15 +112,11 @@ class PgCluster:
         self.start()
 
     def create_database(self, name: str) -> str:
-        self._run(
-            str(self.bindir / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
-            name,
-        )  # fmt: skip
+        host = ("-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres")
+        self._run(str(self.bindir / "createdb"), *host, name)
         return self.database_url(name)
 
     def destroy(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # not running
             self.stop("immediate")
-        except RuntimeError:
-            pass  # not running
         shutil.rmtree(self.dir, ignore_errors=True)
