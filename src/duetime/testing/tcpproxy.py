@@ -76,6 +76,7 @@ class TcpProxy:
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
+            self._writers.discard(writer)
             writer.transport.abort()
             return
         self._writers.update((writer, up_writer))
