@@ -16,7 +16,7 @@ from duetime.testing.pgcluster import PgCluster, PgUnavailable
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        if here in item.path.parents:
             item.add_marker(pytest.mark.faults)
 
 
