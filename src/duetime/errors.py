@@ -9,6 +9,7 @@
      │    └── StaleLease        the lease was lost: expired, reclaimed or already acked
      ├── Unauthorized           missing or unknown API key / admin token
      ├── StoreUnavailable       the store cannot be reached right now; try again
+     │    └── StoreFull         the store is out of disk space: no writes until space returns
      └── ConfigError            the configuration cannot work (e.g. dev mode on a public bind)
 """
 
@@ -49,6 +50,11 @@ class Unauthorized(DuetimeError):
 
 class StoreUnavailable(DuetimeError):
     """The store cannot be reached; accepted work is safe, retry later."""
+
+
+class StoreFull(StoreUnavailable):
+    """The store has no disk space left: it refuses writes until space is freed; accepted work
+    is safe. A :class:`StoreUnavailable`, so every engine loop backs off and tries again."""
 
 
 class ConfigError(DuetimeError):

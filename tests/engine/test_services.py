@@ -145,10 +145,12 @@ async def test_retryable_failure_backs_off_then_succeeds(store: Store, clock: Fa
     assert task is not None and task.status == TaskStatus.RETRYING
     assert task.due_at == clock.now() + timedelta(seconds=10)
     assert task.last_error == "HTTP 503"
-    promoter = Promoter(store, await leader_for(store, clock), clock, batch=10, poll_interval=1)
+    leader = await leader_for(store, clock)
+    promoter = Promoter(store, leader, clock, batch=10, poll_interval=1)
     clock.advance(9)
     assert await promoter.run_once() == 0
     clock.advance(1)
+    await leader.run_once()  # renewed, as its loop does every ttl/3: a lease of 10 s just ended
     assert await promoter.run_once() == 1
     await run_dispatch(dispatcher(store, clock, fake))
     assert await status_of(store, tenant, task_id) == TaskStatus.SUCCEEDED

@@ -11,6 +11,7 @@ malformed JSON body                    400
 ``errors.Unauthorized``                401     ``WWW-Authenticate: Bearer``
 ``errors.NotFound``                    404     also another tenant's resource
 ``errors.Conflict`` / ``StaleLease``   409
+``errors.StoreFull``                   507     out of disk space; ``Retry-After``
 ``errors.StoreUnavailable``            503     ``Retry-After``; no internals in the body
 Starlette ``HTTPException``            its own (unknown route 404, wrong method 405, ...)
 anything else                          500     the server logs it; the body says nothing internal
@@ -38,6 +39,7 @@ from duetime.errors import (
     DuetimeError,
     NotFound,
     StaleLease,
+    StoreFull,
     StoreUnavailable,
     Unauthorized,
     ValidationError,
@@ -71,6 +73,7 @@ _MAPPING: Sequence[tuple[type[DuetimeError], int, str, str]] = (
     (NotFound, 404, "not-found", "Not found"),
     (StaleLease, 409, "stale-lease", "Lease is no longer current"),
     (Conflict, 409, "conflict", "Conflict"),
+    (StoreFull, 507, "store-full", "Store out of space"),
     (StoreUnavailable, 503, "store-unavailable", "Store unavailable"),
 )
 
@@ -159,6 +162,11 @@ async def _on_duetime_error(request: Request, exc: Exception) -> Response:
         log.debug("store unavailable on %s %s: %s", request.method, request.url.path, exc.detail)
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
         detail = "the store cannot be reached right now; accepted work is safe, retry later"
+        if isinstance(exc, StoreFull):
+            detail = (
+                "the store has no disk space left and takes no new work until space is freed; "
+                "accepted work is safe, retry later"
+            )
     return problem(request, status, slug, title, detail, errors=errors, headers=headers)
 
 

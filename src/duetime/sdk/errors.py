@@ -10,7 +10,8 @@ against duetime's own exception tree works unchanged over HTTP::
      │    ├── ApiNotFound          404             (also a duetime.errors.NotFound)
      │    ├── ApiConflict          409             (also a duetime.errors.Conflict)
      │    │    └── ApiStaleLease   409 for a lost lease (also a duetime.errors.StaleLease)
-     │    └── ApiUnavailable       503, with retry_after (also a duetime.errors.StoreUnavailable)
+     │    └── ApiUnavailable       503 (and 507, store out of space), with retry_after (also a
+     │                             duetime.errors.StoreUnavailable)
      └── TransportError            the server could not be reached or did not answer in time
 
 ``except duetime.errors.NotFound`` therefore catches a 404 from the API as well as the store's
@@ -101,8 +102,8 @@ class ApiStaleLease(ApiConflict, errors.StaleLease):
 
 
 class ApiUnavailable(ApiError, errors.StoreUnavailable):
-    """The server cannot serve right now (503). ``retry_after`` is the server's hint in seconds,
-    or None when it gave none."""
+    """The server cannot serve right now (503, or 507: its store is out of space).
+    ``retry_after`` is the server's hint in seconds, or None when it gave none."""
 
     retry_after: float | None = None
 
@@ -124,6 +125,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     413: ApiValidationError,
     422: ApiValidationError,
     503: ApiUnavailable,
+    507: ApiUnavailable,
 }
 
 

@@ -29,7 +29,7 @@ from asyncpg import exceptions as pgx
 
 from duetime.auth import new_signing_secret
 from duetime.clock import Clock
-from duetime.errors import Conflict, NotFound, StoreUnavailable, ValidationError
+from duetime.errors import Conflict, NotFound, StoreFull, StoreUnavailable, ValidationError
 from duetime.ids import is_uuid, new_id
 from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
@@ -116,9 +116,10 @@ class PostgresStore(QueueOps, ScheduleOps):
         return None if self._clock is None else self._clock.pinned()
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
-        return StoreUnavailable(
-            f"PostgreSQL at {self._where} is unavailable: {type(exc).__name__}: {exc}"
-        )
+        detail = f"PostgreSQL at {self._where} is unavailable: {type(exc).__name__}: {exc}"
+        if isinstance(exc, asyncpg.DiskFullError):
+            return StoreFull(detail)
+        return StoreUnavailable(detail)
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Conn]:

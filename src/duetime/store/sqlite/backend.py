@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from duetime.clock import Clock, utcnow
-from duetime.errors import ConfigError, Conflict, StoreUnavailable
+from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.store.recorded import recordable
 from duetime.store.sqlite import leadership, migrations, queues, tasks_api, tasks_engine, tenancy
 from duetime.store.sqlite.queries import QUERIES as Q
@@ -170,6 +170,8 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
 
     def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
         detail = f"SQLite database {self.path}: {exc}"
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return StoreFull(detail)
         if "no such table" in str(exc):
             detail += " (is the schema migrated? run `duetime migrate`)"
         return StoreUnavailable(detail)
