@@ -158,6 +158,7 @@ async def test_reaper_goes_on_past_a_policy_whose_backoff_used_to_overflow(
     store: Store, store_url: str, clock: FakeClock
 ) -> None:
     leader = await leader_for(store, clock)
+    leader.is_leader = True  # pinned: these tests move the clock past its TTL
     steep = RetryPolicy(max_attempts=1000, multiplier=100, jitter=0)
     [poisoned] = await running(store, (await store.tenant_create("a")).id, 1, retry=steep)
     [garbled] = await running(store, (await store.tenant_create("b")).id, 1)
@@ -178,6 +179,7 @@ async def test_reaper_fails_the_lease_ending_the_store_refuses_and_reaps_the_res
     store: Store, store_url: str, clock: FakeClock
 ) -> None:
     leader = await leader_for(store, clock)
+    leader.is_leader = True  # pinned: these tests move the clock past its TTL
     leases = await running(store, (await store.tenant_create("a")).id, 5)
     bad = leases[2]
     await refuse(store_url, "attempts", "INSERT", bad.task.id, unless_error=True)
@@ -359,6 +361,7 @@ async def test_promoter_promotes_around_a_task_the_store_refuses_to_promote(
     store: Store, store_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     leader = await leader_for(store, clock)
+    leader.is_leader = True  # pinned: these tests move the clock past its TTL
     tenant = (await store.tenant_create("acme")).id
     soon = clock.now() + timedelta(seconds=5)
     made = await store.task_create_many(
@@ -407,6 +410,7 @@ async def test_reaper_holds_a_lease_whose_ending_cannot_be_recorded_at_all(
     store: Store, store_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     leader = await leader_for(store, clock)
+    leader.is_leader = True  # pinned: these tests move the clock past its TTL
     tenant = (await store.tenant_create("a")).id
     [stuck] = await running(store, tenant, 1)
     await refuse(store_url, "attempts", "INSERT", stuck.task.id, unless_error=False)
