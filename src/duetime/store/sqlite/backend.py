@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
@@ -112,7 +113,7 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
         in_memory = str(self.path) == ":memory:"
         try:
             if not in_memory:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                private_file(self.path)
             conn = sqlite3.connect(
                 str(self.path),
                 timeout=_BUSY_TIMEOUT_SECONDS,
@@ -374,6 +375,24 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
 
     async def leader_resign(self, name: str, node_id: str) -> None:
         await self._write(lambda conn, now: leadership.leader_resign(conn, now, name, node_id))
+
+
+def private_file(path: Path) -> None:
+    """Make ``path``'s directory (0700 when created here) and the file itself 0600 before SQLite
+    opens it: the file holds signing secrets. SQLite gives its -wal and -shm files the mode of
+    the database file."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            log.warning("SQLite database %s was readable by others; making it 0600", path)
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):  # left by an older version with a looser mode
+        side = path.with_name(path.name + suffix)
+        if side.exists() and side.stat().st_mode & 0o077:
+            side.chmod(0o600)
 
 
 def _random_uuid() -> str:
