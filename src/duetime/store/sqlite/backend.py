@@ -26,7 +26,16 @@ from typing import TypeVar
 
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreUnavailable
-from duetime.store.sqlite import leadership, migrations, queues, tasks_api, tasks_engine, tenancy
+from duetime.store.counters import CountKey, Reconciled
+from duetime.store.sqlite import (
+    counters,
+    leadership,
+    migrations,
+    queues,
+    tasks_api,
+    tasks_engine,
+    tenancy,
+)
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
 from duetime.store.sqlite.schedules import ScheduleMethods
@@ -39,6 +48,7 @@ from duetime.types import (
     CompletionResult,
     Lease,
     NewTask,
+    QueueStats,
     SigningSecret,
     StatusCount,
     Task,
@@ -324,7 +334,20 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
         )
 
     async def task_count_by_status(self) -> list[StatusCount]:
-        return await self._read(tasks_api.task_count_by_status)
+        return await self._read(counters.task_count_by_status)
+
+    async def queue_stats(self, tenant_id: str, name: str | None = None) -> list[QueueStats]:
+        return await self._read(lambda conn, now: counters.queue_stats(conn, now, tenant_id, name))
+
+    async def task_counts_fold(self, limit: int) -> int:
+        return await self._write(counters.task_counts_fold)
+
+    async def task_counts_reconcile(
+        self, after: CountKey | None, max_rows: int
+    ) -> Reconciled | None:
+        return await self._write(
+            lambda conn, now: counters.task_counts_reconcile(conn, now, after, max_rows)
+        )
 
     # -- tasks: the engine's side --------------------------------------------------------------
 
