@@ -23,7 +23,7 @@ class CounterKeeperConfig:
 
     interval: float = 1.0
     fold_batch: int = FOLD_BATCH
-    reconcile_every: int = 10
+    reconcile_every: int = 60
     reconcile_max_rows: int = RECONCILE_MAX_ROWS
 
     def __post_init__(self) -> None:

@@ -76,28 +76,40 @@ class CounterOps:
     async def task_counts_reconcile(
         self, after: CountKey | None, max_rows: int
     ) -> Reconciled | None:
-        async with self._connection() as conn, conn.transaction(isolation="repeatable_read"):
-            row = await conn.fetchrow(
-                CQ["counts_next_key"],
-                None if after is None else after.tenant_id,
-                None if after is None else after.queue,
-            )
-            if row is None:
-                return None
-            key = CountKey(row["tenant_id"], row["queue"])
-            real = {
-                r["status"]: r["n"]
-                for r in await conn.fetch(CQ["counts_real"], key.tenant_id, key.queue, max_rows)
-            }
-            if sum(real.values()) > max_rows:
+        key: CountKey | None = None
+        async with self._connection() as conn:
+            try:
+                async with conn.transaction(isolation="repeatable_read"):
+                    row = await conn.fetchrow(
+                        CQ["counts_next_key"],
+                        None if after is None else after.tenant_id,
+                        None if after is None else after.queue,
+                    )
+                    if row is None:
+                        return None
+                    key = CountKey(row["tenant_id"], row["queue"])
+                    return await _recount(conn, key, max_rows)
+            except asyncpg.QueryCanceledError:  # over the recount's time budget
+                assert key is not None
                 return Reconciled(key, 0, skipped=True)
-            counted = {
-                r["status"]: r["n"]
-                for r in await conn.fetch(CQ["counts_of_tenant"], key.tenant_id, key.queue)
-            }
-            fix = corrections(real, counted)
-            if fix:
-                await conn.execute(
-                    CQ["counts_correct"], key.tenant_id, key.queue, list(fix), list(fix.values())
-                )
-        return Reconciled(key, sum(abs(d) for d in fix.values()))
+
+
+async def _recount(conn: Conn, key: CountKey, max_rows: int) -> Reconciled:
+    """Inside a REPEATABLE READ transaction: compare and correct one queue's counts."""
+    await conn.execute(CQ["counts_recount_timeout"])
+    real = {
+        r["status"]: r["n"]
+        for r in await conn.fetch(CQ["counts_real"], key.tenant_id, key.queue, max_rows)
+    }
+    if sum(real.values()) > max_rows:
+        return Reconciled(key, 0, skipped=True)
+    counted = {
+        r["status"]: r["n"]
+        for r in await conn.fetch(CQ["counts_of_tenant"], key.tenant_id, key.queue)
+    }
+    fix = corrections(real, counted)
+    if fix:
+        await conn.execute(
+            CQ["counts_correct"], key.tenant_id, key.queue, list(fix), list(fix.values())
+        )
+    return Reconciled(key, sum(abs(d) for d in fix.values()))

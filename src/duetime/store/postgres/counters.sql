@@ -67,6 +67,10 @@ WHERE $1::text IS NULL
 ORDER BY tenant_id COLLATE "C", queue COLLATE "C"
 LIMIT 1;
 
+-- name: counts_recount_timeout
+-- A recount walks the tenant's tasks (no index leads with the queue): bounded in time as well.
+SET LOCAL statement_timeout = '5s';
+
 -- name: counts_real
 -- The real count of one queue by status, reading at most $3 + 1 tasks (the caller skips a
 -- queue that has more).
