@@ -66,8 +66,9 @@ def sqlite_node_lock(settings: Settings) -> NodeLock | None:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """The listening socket, bound before the store is opened or migrated, so a port in use is
-    one clear ``ConfigError`` rather than a traceback after the work of starting."""
+    """The server's socket, bound before the store is opened or migrated, so a port in use is
+    one clear ``ConfigError`` rather than a traceback after the work of starting. It listens
+    only once the server starts: until then connections are refused, not left waiting."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -78,7 +79,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(2048)
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
