@@ -3,6 +3,7 @@ every backend, and a drift — counters out of step with the tasks — healed by
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import asyncpg
@@ -55,3 +56,23 @@ async def test_reconcile_heals_a_drift(store: Store, store_url: str, clock: Fake
     await _agree(store, a)
     # A second pass finds nothing more to correct.
     assert (await store.task_counts_reconcile(None, 1000)).corrected == 0  # type: ignore[union-attr]
+
+
+async def test_counts_stay_exact_under_concurrent_batches(store: Store, clock: FakeClock) -> None:
+    """Creates, claims and completions racing from many callers (several connections on
+    PostgreSQL) leave the counts equal to a real count, before and after a fold."""
+    from duetime.testing.conformance import _claim, _completion
+
+    a = await _tenant(store, "a")
+
+    async def create(queue: str) -> None:
+        for _ in range(5):
+            await store.task_create_many([new_task(a, queue=queue) for _ in range(20)])
+
+    async def work() -> None:
+        for _ in range(10):
+            leases = await _claim(store, 15)
+            await store.task_complete_many([_completion(lease) for lease in leases])
+
+    await asyncio.gather(*(create(q) for q in ("x", "y", "z")), *(work() for _ in range(4)))
+    await _agree(store, a)
