@@ -120,7 +120,7 @@ def _open_store_for(settings: Settings) -> Any:
     from duetime.store import store_from_url
 
     if not settings.db:  # the default SQLite file: make its directory on first use
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     return store_from_url(settings.db_url, data_dir=settings.data_dir)
 
 

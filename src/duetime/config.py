@@ -14,6 +14,9 @@ from typing import Any
 from duetime.errors import ConfigError
 
 DEFAULT_DATA_DIR = Path(".duetime")
+MIN_ADMIN_TOKEN_LENGTH = 32
+"""An admin token shorter than this is refused: it guards every tenant (``openssl rand -hex 32``
+gives 64 characters)."""
 
 
 def _default_node_id() -> str:
@@ -29,6 +32,8 @@ class Settings:
     port: int = 8080
     data_dir: Path = DEFAULT_DATA_DIR
     admin_token: str | None = None
+    # A bearer token that may read /metrics (besides the admin token); dev mode needs none.
+    metrics_token: str | None = None
     allow_private_targets: bool = False
     max_payload_bytes: int = 256 * 1024
     node_id: str = field(default_factory=_default_node_id)
@@ -77,6 +82,11 @@ class Settings:
             raise ConfigError(
                 f"dev mode (no DUETIME_ADMIN_TOKEN) is refused on the non-loopback address "
                 f"{self.host!r}: set DUETIME_ADMIN_TOKEN or bind to 127.0.0.1"
+            )
+        if self.admin_token and len(self.admin_token) < MIN_ADMIN_TOKEN_LENGTH:
+            raise ConfigError(
+                f"DUETIME_ADMIN_TOKEN is {len(self.admin_token)} characters long; use at least "
+                f"{MIN_ADMIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)"
             )
         if self.max_payload_bytes <= 0:
             raise ConfigError("max_payload_bytes must be positive")

@@ -1,13 +1,29 @@
-"""Prometheus metrics, one registry per process (``REGISTRY``); ``/metrics`` renders it."""
+"""Prometheus metrics, one registry per process (``REGISTRY``); ``/metrics`` renders it.
+
+Series per queue are bounded: at most :data:`MAX_QUEUE_SERIES` queue names get series of their
+own in each queue-labelled metric (the first seen; the rest are counted under ``_other``), and
+:func:`forget_queues` drops the series of queues that no longer hold tasks. ``duetime_tasks``
+keeps the :data:`MAX_QUEUE_SERIES` largest (tenant, queue) pairs and adds up the rest under
+``_other`` (see :func:`set_task_counts`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections import defaultdict
+from collections.abc import Iterable, Set
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from duetime.types import StatusCount
+
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+MAX_QUEUE_SERIES = 200
+"""Queue names (or, in ``duetime_tasks``, tenant and queue pairs) with series of their own."""
+OTHER = "_other"
+"""The label value under which queues past :data:`MAX_QUEUE_SERIES` are counted."""
 
 _M = TypeVar("_M", Counter, Gauge, Histogram)
 _children: dict[tuple[Any, ...], Any] = {}
@@ -28,10 +44,61 @@ def child(metric: _M, *values: str) -> _M:
     if found is None:
         if _forwarding is not None:
             found = _Recorder(_NAMES[id(metric)], values, _forwarding)
+        elif not values:
+            found = metric
         else:
-            found = metric.labels(*values) if values else metric
+            if id(metric) in _QUEUE_LABELLED:  # values[0] is a queue name: bounded
+                values = (_admit(values[0]), *values[1:])
+                _series[values[0]].add((id(metric), values))
+            found = metric.labels(*values)
         _children[key] = found
     return found  # type: ignore[no-any-return]  # a _Recorder quacks like the metric
+
+
+_queues: set[str] = set()
+_series: defaultdict[str, set[tuple[int, tuple[str, ...]]]] = defaultdict(set)
+
+
+def _admit(queue: str) -> str:
+    if queue in _queues:
+        return queue
+    if len(_queues) < MAX_QUEUE_SERIES:
+        _queues.add(queue)
+        return queue
+    return OTHER
+
+
+def forget_queues(existing: Set[str]) -> None:
+    """Drop the series of queues not in ``existing`` (names of queues that hold tasks), which
+    frees their places for new queues."""
+    gone = _queues - existing
+    if not gone:
+        return
+    for queue in gone:
+        for metric_id, values in _series.pop(queue, ()):
+            with contextlib.suppress(KeyError):
+                _QUEUE_LABELLED[metric_id].remove(*values)
+        _queues.discard(queue)
+    _children.clear()  # some cached children were those series, or counted under _other
+
+
+def set_task_counts(counts: Iterable[StatusCount]) -> None:
+    """Set ``duetime_tasks`` from the store's counts: the :data:`MAX_QUEUE_SERIES` largest
+    (tenant, queue) pairs by their own series, the rest added up under ``_other``."""
+    by_pair: defaultdict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    for count in counts:
+        by_pair[(count.tenant_id, count.queue)][count.status.value] = count.count
+    ranked = sorted(by_pair.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+    TASKS.clear()
+    others: defaultdict[str, int] = defaultdict(int)
+    for rank, ((tenant, queue), statuses) in enumerate(ranked):
+        for status, n in statuses.items():
+            if rank < MAX_QUEUE_SERIES:
+                TASKS.labels(tenant, queue, status).set(n)
+            else:
+                others[status] += n
+    for status, n in others.items():
+        TASKS.labels(OTHER, OTHER, status).set(n)
 
 
 class _Recorder:
@@ -77,8 +144,8 @@ DUE_LAG = Histogram(
 )
 TASKS = Gauge(
     "duetime_tasks",
-    "Tasks in the store by queue and status (read at scrape time).",
-    ["queue", "status"],
+    "Tasks in the store by tenant, queue and status (maintained counters, read at scrape time).",
+    ["tenant", "queue", "status"],
     registry=REGISTRY,
 )
 ATTEMPTS = Counter(
@@ -132,6 +199,11 @@ LEASES_GRANTED = Counter(
     ["queue"],
     registry=REGISTRY,
 )
+COUNT_CORRECTIONS = Counter(
+    "duetime_task_count_corrections_total",
+    "Task counts corrected by the leader's recount (non-zero: tasks changed behind the triggers).",
+    registry=REGISTRY,
+)
 LEASE_HEARTBEATS = Counter(
     "duetime_lease_heartbeats_total",
     "Lease heartbeats through the lease API, by result (ok, or stale: refused with 409).",
@@ -146,3 +218,7 @@ _BY_NAME: dict[str, Counter | Gauge | Histogram] = {
     if isinstance(value, Counter | Gauge | Histogram)
 }
 _NAMES = {id(metric): name for name, metric in _BY_NAME.items()}
+_QUEUE_LABELLED: dict[int, Counter | Gauge | Histogram] = {
+    id(metric): metric for metric in (DUE_LAG, ATTEMPTS, LEASES_GRANTED)
+}
+"""Metrics whose first label is a queue name."""

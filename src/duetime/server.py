@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -16,6 +18,9 @@ from duetime.delivery.base import Deliverer
 from duetime.errors import ConfigError, ValidationError
 from duetime.store import Store, store_from_url
 from duetime.types import TargetType
+
+if TYPE_CHECKING:
+    from duetime.store.sqlite.lockfile import NodeLock
 
 log = logging.getLogger("duetime.server")
 
@@ -31,10 +36,55 @@ def configure_logging(level: str) -> None:
 
 
 def serve(settings: Settings) -> None:
-    """Run one node until SIGTERM/SIGINT. Raises ``ConfigError`` for settings that cannot work."""
+    """Run one node until SIGTERM/SIGINT. Raises ``ConfigError`` for settings that cannot work,
+    a SQLite file another node holds, or a port already in use — before touching the store."""
     settings.check()
-    prepare_process(settings)
-    asyncio.run(run_node(settings))
+    lock = sqlite_node_lock(settings)
+    try:
+        sock = bind_socket(settings.host, settings.port)
+        try:
+            prepare_process(settings)
+            asyncio.run(run_node(settings, sock=sock))
+        finally:
+            sock.close()
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def sqlite_node_lock(settings: Settings) -> NodeLock | None:
+    """The exclusive lock of the node's SQLite file (None on PostgreSQL or in memory)."""
+    if not settings.is_sqlite:
+        return None
+    from duetime.store.sqlite.backend import SqliteStore
+    from duetime.store.sqlite.lockfile import NodeLock
+
+    store = store_from_url(settings.db_url, data_dir=settings.data_dir)
+    if not isinstance(store, SqliteStore) or str(store.path) == ":memory:":
+        return None
+    return NodeLock(store.path).acquire()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the store is opened or migrated, so a port in use is
+    one clear ``ConfigError`` rather than a traceback after the work of starting. It listens
+    only once the server starts: until then connections are refused, not left waiting."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot resolve the bind address {host!r}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is in use") from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
 
 
 def prepare_process(settings: Settings) -> None:
@@ -109,8 +159,14 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) -> None:
-    """The whole node: store, engine (unless ``settings.engine`` is False) and the API server."""
+async def run_node(
+    settings: Settings,
+    *,
+    ready: asyncio.Event | None = None,
+    sock: socket.socket | None = None,
+) -> None:
+    """The whole node: store, engine (unless ``settings.engine`` is False) and the API server,
+    on ``sock`` when given (see :func:`bind_socket`), else on ``settings.host``/``port``."""
     from duetime.api.app import create_app
     from duetime.api.leasing import end_long_polls
     from duetime.engine.engine import Engine
@@ -147,7 +203,7 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, shut_down)
         try:
-            serving = asyncio.create_task(server.serve())
+            serving = asyncio.create_task(server.serve(sockets=None if sock is None else [sock]))
             while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn has no event
                 await asyncio.sleep(0.01)
             if serving.done():
@@ -157,7 +213,7 @@ async def run_node(settings: Settings, *, ready: asyncio.Event | None = None) ->
             log.info(
                 "duetime listening on http://%s:%d (store %s)",
                 settings.host,
-                settings.port,
+                settings.port if sock is None else sock.getsockname()[1],
                 settings.db_url.split("@")[-1],
             )
             if ready is not None:

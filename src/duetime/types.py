@@ -317,9 +317,13 @@ class SigningSecret:
 
 @dataclass(frozen=True, slots=True)
 class StatusCount:
+    """How many of a tenant's tasks of one queue are in one status (from the maintained
+    counters, see :mod:`duetime.store.counters`)."""
+
     queue: str
     status: TaskStatus
     count: int
+    tenant_id: str
 
 
 @dataclass(frozen=True, slots=True)

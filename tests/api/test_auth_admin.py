@@ -223,7 +223,9 @@ async def test_dev_mode_acts_as_default_tenant(store: Store) -> None:
     dev = Settings(admin_token=None)
     assert dev.dev_mode
     app = create_app(dev, store)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as c:
         me = await c.get("/v1/tenant")
         assert me.status_code == 200, me.text
         assert me.json()["id"] == "default"
@@ -239,7 +241,7 @@ async def test_dev_mode_acts_as_default_tenant(store: Store) -> None:
     # A second app (another node) finds the tenant already there.
     again = create_app(dev, store)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=again), base_url="http://t"
+        transport=httpx.ASGITransport(app=again), base_url="http://127.0.0.1"
     ) as c:
         assert (await c.get("/v1/tasks")).json()["items"][0]["id"] == created.json()["id"]
 
@@ -248,4 +250,4 @@ def test_dev_mode_is_refused_on_a_public_bind() -> None:
     with pytest.raises(ConfigError, match="dev mode"):
         Settings(admin_token=None, host="0.0.0.0").check()
     assert Settings(admin_token=None, host="127.0.0.1").check().dev_mode
-    assert not Settings(admin_token="t", host="0.0.0.0").check().dev_mode
+    assert not Settings(admin_token="t" * 32, host="0.0.0.0").check().dev_mode

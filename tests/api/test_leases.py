@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timedelta
 
 import httpx
-from api_helpers import assert_problem, case, make_tenant
+from api_helpers import ADMIN, assert_problem, case, make_tenant
 from lease_helpers import NO_JITTER, attempts, create, lease, reap, task
 
 from duetime.api.app import create_app
@@ -373,7 +373,7 @@ async def test_lease_metrics(api: httpx.AsyncClient) -> None:
     await api.post(f"/v1/leases/{got['lease_id']}/heartbeat")
     await api.post(f"/v1/leases/{got['lease_id']}/complete")
     await api.post(f"/v1/leases/{got['lease_id']}/complete")
-    text = (await api.get("/metrics")).text
+    text = (await api.get("/metrics", headers=ADMIN)).text
     assert 'duetime_leases_granted_total{queue="metered"}' in text
     assert 'duetime_lease_heartbeats_total{result="ok"}' in text
     assert 'duetime_stale_completions_total{source="lease_api"}' in text

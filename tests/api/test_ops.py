@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 
+import asyncpg
 import httpx
-from api_helpers import TenantKey, assert_problem, case
+import pytest
+from api_helpers import ADMIN, ADMIN_TOKEN, TenantKey, assert_problem, case
 from fastapi import APIRouter
 
+from duetime import metrics
 from duetime.api.app import create_app
 from duetime.config import Settings
 from duetime.errors import ConfigError
 from duetime.store import Store, store_from_url
+from duetime.store.sqlite.backend import SqliteStore
 
 WORKER = {"type": "worker"}
 
@@ -41,16 +46,125 @@ async def test_readyz_with_pending_migrations(settings: Settings, sqlite_url: st
         await store.close()
 
 
-async def test_metrics(api: httpx.AsyncClient) -> None:
+@pytest.fixture(autouse=True)
+def _no_queue_series() -> Iterator[None]:
+    """Queue series are process-wide: each test starts and ends without any."""
+    metrics.forget_queues(set())
+    yield
+    metrics.forget_queues(set())
+
+
+async def test_metrics(api: httpx.AsyncClient, tenant: TenantKey) -> None:
     await api.post("/v1/tasks", json={"target": WORKER, "queue": "metered"})
     await api.post("/v1/tasks", json={"target": WORKER, "queue": "metered"})
-    resp = await api.get("/metrics", headers={"Authorization": ""})
+    resp = await api.get("/metrics", headers=ADMIN)
     assert resp.status_code == 200
     assert resp.headers["content-type"].startswith("text/plain")
     text = resp.text
-    assert 'duetime_tasks{queue="metered",status="ready"} 2.0' in text
+    line = f'duetime_tasks{{queue="metered",status="ready",tenant="{tenant.id}"}} 2.0'
+    assert line in text
     for name in ("duetime_due_lag_seconds", "duetime_attempts_total", "duetime_is_leader"):
         assert name in text
+
+
+async def test_metrics_need_the_admin_or_the_metrics_token(store: Store, tenant: TenantKey) -> None:
+    scraper = "m" * 40
+    app = create_app(Settings(admin_token=ADMIN_TOKEN, metrics_token=scraper), store)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://duetime.test") as c:
+        for headers in ({}, tenant.headers, {"Authorization": "Bearer " + "x" * 40}):
+            with case(str(headers)):
+                resp = await c.get("/metrics", headers=headers)
+                assert_problem(resp, 401)
+                assert resp.headers["www-authenticate"] == "Bearer"
+                assert "duetime_tasks" not in resp.text
+        for token in (scraper, ADMIN_TOKEN):
+            resp = await c.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+            assert resp.status_code == 200 and "duetime_is_leader" in resp.text
+    # Without a metrics token only the admin token opens it; in dev mode it is open.
+    app = create_app(Settings(admin_token=ADMIN_TOKEN), store)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://duetime.test"
+    ) as c:
+        assert_problem(await c.get("/metrics", headers={"Authorization": "Bearer "}), 401)
+    app = create_app(Settings(admin_token=None), store)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+    ) as c:
+        assert (await c.get("/metrics")).status_code == 200
+
+
+async def _set_counter(store: Store, store_url: str, tenant_id: str, queue: str, n: int) -> None:
+    """Overwrite a maintained count behind the store's back (folded first on PostgreSQL)."""
+    await store.task_counts_fold(10_000)
+    if isinstance(store, SqliteStore):
+        conn = sqlite3.connect(store.path)
+        with conn:
+            conn.execute(
+                "UPDATE task_counts SET n = ? WHERE tenant_id = ? AND queue = ?",
+                (n, tenant_id, queue),
+            )
+        conn.close()
+        return
+    pg = await asyncpg.connect(store_url)
+    try:
+        await pg.execute(
+            "UPDATE task_counts SET n = $1 WHERE tenant_id = $2 AND queue = $3", n, tenant_id, queue
+        )
+    finally:
+        await pg.close()
+
+
+async def test_metrics_and_queue_figures_read_the_counters(
+    api: httpx.AsyncClient, tenant: TenantKey, store: Store, store_url: str
+) -> None:
+    """Neither /metrics nor the queue figures count the task table: a counter set behind the
+    store's back is what both report (the leader's recount would correct it)."""
+    await api.post("/v1/tasks", json={"target": WORKER, "queue": "counted"})
+    await _set_counter(store, store_url, tenant.id, "counted", 42)
+    text = (await api.get("/metrics", headers=ADMIN)).text
+    assert f'queue="counted",status="ready",tenant="{tenant.id}"}} 42.0' in text
+    one = (await api.get("/v1/queues/counted")).json()
+    assert one["counts"]["ready"] == 42
+    (listed,) = [q for q in (await api.get("/v1/queues")).json()["items"] if q["name"] == "counted"]
+    assert listed["counts"]["ready"] == 42
+
+
+async def test_queue_series_are_capped_and_forgotten(
+    api: httpx.AsyncClient, tenant: TenantKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics, "MAX_QUEUE_SERIES", 3)
+    sizes = {"big": 4, "mid": 3, "small": 2, "tiny": 1, "wee": 1}
+    for queue, n in sizes.items():
+        batch = {"tasks": [{"target": WORKER, "queue": queue} for _ in range(n)]}
+        assert (await api.post("/v1/tasks/batch", json=batch)).status_code in (200, 201)
+    text = (await api.get("/metrics", headers=ADMIN)).text
+    tasks = [line for line in text.splitlines() if line.startswith("duetime_tasks{")]
+    t = tenant.id
+    assert sorted(tasks) == sorted(
+        [
+            f'duetime_tasks{{queue="big",status="ready",tenant="{t}"}} 4.0',
+            f'duetime_tasks{{queue="mid",status="ready",tenant="{t}"}} 3.0',
+            f'duetime_tasks{{queue="small",status="ready",tenant="{t}"}} 2.0',
+            'duetime_tasks{queue="_other",status="ready",tenant="_other"} 2.0',
+        ]
+    )
+    # Queue-labelled counters: the first three queues seen get series, the rest go to _other
+    # (which lives as long as the process: other tests may have counted there).
+    other = metrics.ATTEMPTS.labels(metrics.OTHER, "succeeded")
+    before = other._value.get()
+    for queue in ("a", "b", "c", "d", "e"):
+        metrics.child(metrics.ATTEMPTS, queue, "succeeded").inc()
+    assert other._value.get() == before + 2
+    text = (await api.get("/metrics", headers=ADMIN)).text
+    attempts = [line for line in text.splitlines() if line.startswith("duetime_attempts_total{")]
+    # The scrape forgot a, b, c (no tasks there), and with them their series.
+    assert [line.rsplit(" ", 1)[0] for line in attempts] == [
+        'duetime_attempts_total{outcome="succeeded",queue="_other"}'
+    ]
+    metrics.child(metrics.ATTEMPTS, "big", "succeeded").inc()
+    text = (await api.get("/metrics", headers=ADMIN)).text
+    assert 'duetime_attempts_total{outcome="succeeded",queue="big"} 1.0' in text
 
 
 async def test_store_closed_is_503_with_retry_after(
@@ -70,9 +184,9 @@ async def test_store_closed_is_503_with_retry_after(
         assert "Traceback" not in resp.text
         assert "store" in str(problem["detail"])
     # Metrics still render (the task gauge is left as it was), and count the outage.
-    metrics = await client.get("/metrics")
-    assert metrics.status_code == 200
-    assert 'duetime_store_unavailable_total{component="api"}' in metrics.text
+    scraped = await client.get("/metrics", headers=ADMIN)
+    assert scraped.status_code == 200
+    assert 'duetime_store_unavailable_total{component="api"}' in scraped.text
     assert (await client.get("/healthz")).status_code == 200
 
 

@@ -15,7 +15,7 @@ from duetime.config import Settings
 from duetime.sdk import ApiValidationError, AsyncClient, Client, worker_target
 from duetime.store import Store, store_from_url
 
-BASE = "http://duetime.test"
+BASE = "http://127.0.0.1:8080"  # dev mode answers loopback hosts only
 
 
 @pytest.fixture

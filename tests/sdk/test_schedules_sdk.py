@@ -22,7 +22,7 @@ from duetime.engine.materializer import Materializer
 from duetime.sdk import ApiNotFound, ApiValidationError, AsyncClient, Client, worker_target
 from duetime.store import Store, store_from_url
 
-BASE = "http://duetime.test"
+BASE = "http://127.0.0.1:8080"  # dev mode answers loopback hosts only
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 

@@ -1,10 +1,23 @@
+"""Settings checks and the start-up of ``duetime serve``: the refusals come as one line before
+the store is touched (real ``duetime serve`` subprocesses on loopback)."""
+
 from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from duetime.bench.harness import NodeOptions, free_port, start_node
 from duetime.config import Settings
 from duetime.errors import ConfigError, ValidationError
 from duetime.server import build_target_validator
+
+TOKEN = "a" * 32
 
 
 def test_target_validator_refuses_types_without_a_deliverer() -> None:
@@ -27,7 +40,7 @@ def test_target_validator_applies_the_private_address_guard() -> None:
 def test_dev_mode_is_refused_on_a_public_bind() -> None:
     with pytest.raises(ConfigError):
         Settings(host="0.0.0.0").check()
-    Settings(host="0.0.0.0", admin_token="t").check()
+    Settings(host="0.0.0.0", admin_token=TOKEN).check()
 
 
 def test_dispatch_processes_default_to_one_per_core_on_postgresql_only(
@@ -61,3 +74,65 @@ def test_the_node_concurrency_is_shared_by_its_processes() -> None:
     )
     parts = [for_process(settings, i).dispatch_concurrency for i in range(3)]
     assert sum(parts) == 512 and max(parts) - min(parts) <= 1
+
+
+def test_a_short_admin_token_is_refused() -> None:
+    with pytest.raises(ConfigError, match="at least 32"):
+        Settings(admin_token="s3cret").check()
+    Settings(admin_token=TOKEN).check()
+    Settings(admin_token="").check()  # dev mode
+
+
+def _serve(tmp_path: Path, port: int, **env: str) -> subprocess.CompletedProcess[str]:
+    """``duetime serve`` expected to refuse to start: its exit and output."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
+    clean.update({"DUETIME_HOST": "127.0.0.1", "DUETIME_PORT": str(port), **env})
+    return subprocess.run(
+        [sys.executable, "-m", "duetime", "serve"],
+        env=clean,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_a_port_in_use_is_one_line_before_the_store_is_touched(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        data = tmp_path / "data"
+        result = _serve(tmp_path, port, DUETIME_DATA_DIR=str(data))
+    assert _one_error_line(result) == f"error: port {port} on 127.0.0.1 is in use"
+    assert not (data / "duetime.db").exists()  # refused before migrating
+
+
+def test_the_admin_token_is_refused_in_one_line(tmp_path: Path) -> None:
+    result = _serve(tmp_path, free_port(), DUETIME_ADMIN_TOKEN="short")
+    assert "at least 32" in _one_error_line(result)
+
+
+def test_sqlite_files_are_private_and_one_node_holds_them(tmp_path: Path) -> None:
+    node = start_node(tmp_path, NodeOptions(db=""), name="first")
+    node_data = tmp_path / "data"  # start_node's DUETIME_DATA_DIR
+    try:
+        db = node_data / "duetime.db"
+        assert stat.S_IMODE(node_data.stat().st_mode) == 0o700
+        for path in (db, db.with_name("duetime.db-wal"), db.with_name("duetime.db-shm")):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        second = _serve(tmp_path, free_port(), DUETIME_DATA_DIR=str(node_data))
+        line = _one_error_line(second)
+        assert "in use by another duetime serve" in line
+        assert f"pid {node.popen.pid}" in line
+    finally:
+        node.kill()  # a crash leaves no stale lock: the kernel drops it with the process
+    again = start_node(tmp_path, NodeOptions(db=""), name="again")
+    assert again.stop() == 0

@@ -21,6 +21,7 @@ from duetime import __version__
 from duetime.api import problems
 from duetime.api.convert import TaskBuilder
 from duetime.api.deps import Authenticator, Services
+from duetime.api.guard import DevModeGuard
 from duetime.api.queue_schemas import (
     CompleteBatchIn,
     CompleteIn,
@@ -128,6 +129,8 @@ def create_app(
         batch_body_limit=max(BATCH_BODY_LIMIT_BYTES, body_limit),
     )
     problems.install(app)
+    if settings.dev_mode:  # no credentials: refuse cross-site and DNS-rebinding requests
+        app.add_middleware(DevModeGuard)
     for router in ROUTERS:
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -4,7 +4,8 @@
 
     Leader ──(is_leader)──▶ Promoter   scheduled/retrying ──▶ ready      (leader only)
                       ├──▶ Reaper     expired leases ──▶ retrying/failed (leader only)
-                      └──▶ Materializer  schedule occurrences ──▶ tasks   (leader only)
+                      ├──▶ Materializer  schedule occurrences ──▶ tasks   (leader only)
+                      └──▶ CounterKeeper  task-count deltas ──▶ totals    (leader only)
     Dispatcher  ready push tasks ──▶ Deliverers ──▶ Completer ──▶ store (every node)
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from duetime.clock import Clock, SystemClock
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
+from duetime.engine.counters import CounterKeeper, CounterKeeperConfig
 from duetime.engine.dispatcher import Dispatcher
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
@@ -70,11 +72,24 @@ class Engine:
             ),
         )
         self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
+        self.counters = CounterKeeper(
+            store,
+            self.leader,
+            self.clock,
+            CounterKeeperConfig(interval=settings.poll_interval_seconds),
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def services(self) -> tuple[Service, ...]:
-        return (self.leader, self.promoter, self.reaper, self.materializer, self.dispatcher)
+        return (
+            self.leader,
+            self.promoter,
+            self.reaper,
+            self.materializer,
+            self.dispatcher,
+            self.counters,
+        )
 
     async def start(self) -> None:
         await self.dispatcher.start()

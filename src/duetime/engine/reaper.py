@@ -57,7 +57,8 @@ class Reaper(Service):
         metrics.LEASE_EXPIRATIONS.inc(reaped)
         for lease, result in zip(expired, results, strict=True):
             if result.accepted:
-                metrics.ATTEMPTS.labels(lease.task.queue, AttemptOutcome.LEASE_EXPIRED).inc()
+                outcome = AttemptOutcome.LEASE_EXPIRED.value
+                metrics.child(metrics.ATTEMPTS, lease.task.queue, outcome).inc()
         return reaped
 
     def _hold(self, completion: Completion) -> None:

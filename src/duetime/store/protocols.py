@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from duetime.store.counters import CountKey, Reconciled
 from duetime.types import (
     ApiKey,
     Attempt,
@@ -171,7 +172,22 @@ class Store(Protocol):
         """Every attempt of the task, by number. ``NotFound`` if the task is not the tenant's."""
 
     async def task_count_by_status(self) -> list[StatusCount]:
-        """Task counts per (queue, status), every tenant; for metrics."""
+        """Task counts per (tenant, queue, status) above zero, every tenant; for metrics. Read
+        from the maintained counters (:mod:`duetime.store.counters`), never by counting tasks."""
+
+    async def task_counts_fold(self, limit: int) -> int:
+        """Leader maintenance: move up to ``limit`` pending count deltas into the totals and drop
+        totals at zero. Returns how many deltas were folded (0 where the counters are written
+        directly). Figures read before and after are the same."""
+
+    async def task_counts_reconcile(
+        self, after: CountKey | None, max_rows: int
+    ) -> Reconciled | None:
+        """Leader maintenance: recount the first (tenant, queue) after ``after`` in key order
+        (the first of all when ``after`` is None) — among queues with counts or settings —
+        against the task table, and correct its counters by the difference. A queue with more
+        than ``max_rows`` tasks is not recounted (``skipped``). None when no key is after
+        ``after``."""
 
     # -- tasks: the engine's side ------------------------------------------------------------
 
@@ -255,8 +271,8 @@ class Store(Protocol):
 
     async def queue_stats(self, tenant_id: str, name: str | None = None) -> list[QueueStats]:
         """Live figures of the tenant's queues that hold tasks (of any status), by name; only
-        ``name`` when given. ``oldest_due_lag_seconds`` = now - the earliest ``due_at`` of its
-        ``ready`` tasks, at least 0."""
+        ``name`` when given. Counts come from the maintained counters; ``oldest_due_lag_seconds``
+        = now - the earliest ``due_at`` of its ``ready`` tasks, at least 0."""
 
     async def worker_seen(self, tenant_id: str, worker_id: str, queues: Sequence[str]) -> None:
         """Record that a pull worker called now (a lease poll or a heartbeat): the first call

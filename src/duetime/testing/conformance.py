@@ -1571,7 +1571,7 @@ async def test_leadership_contenders_elect_one(store: Store, clock: FakeClock) -
 
 
 async def test_task_count_by_status(store: Store, clock: FakeClock) -> None:
-    """task_count_by_status: counts per (queue, status), every tenant."""
+    """task_count_by_status: counts per (tenant, queue, status), every tenant."""
     a = await _tenant(store, "a")
     b = await _tenant(store, "b")
     await _create(store, a, queue="q1")
@@ -1579,8 +1579,13 @@ async def test_task_count_by_status(store: Store, clock: FakeClock) -> None:
     await _create(store, b, queue="q2", run_at=clock.now() + _secs(60))
     await _in_status(store, a, S.FAILED, queue="q2")
     counts = await store.task_count_by_status()
-    table = {(c.queue, c.status): c.count for c in counts if c.count}
-    assert table == {("q1", S.READY): 2, ("q2", S.SCHEDULED): 1, ("q2", S.FAILED): 1}
+    table = {(c.tenant_id, c.queue, c.status): c.count for c in counts}
+    assert table == {
+        (a, "q1", S.READY): 1,
+        (b, "q1", S.READY): 1,
+        (b, "q2", S.SCHEDULED): 1,
+        (a, "q2", S.FAILED): 1,
+    }
     assert all(isinstance(c.status, TaskStatus) for c in counts)
 
 

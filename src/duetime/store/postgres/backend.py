@@ -33,6 +33,7 @@ from duetime.errors import Conflict, NotFound, StoreFull, StoreUnavailable, Vali
 from duetime.ids import is_uuid, new_id
 from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
+from duetime.store.postgres.counters import CounterOps
 from duetime.store.postgres.errors import describe_server, is_unavailable
 from duetime.store.postgres.queues import QueueOps
 from duetime.store.postgres.schedules import ScheduleOps
@@ -43,11 +44,9 @@ from duetime.types import (
     ApiKey,
     Attempt,
     SigningSecret,
-    StatusCount,
     Task,
     TaskFilter,
     TaskPatch,
-    TaskStatus,
     Tenant,
 )
 
@@ -68,7 +67,7 @@ _SERVER_SETTINGS = {
 }
 
 
-class PostgresStore(QueueOps, ScheduleOps):
+class PostgresStore(CounterOps, QueueOps, ScheduleOps):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
     ``url`` is a ``postgresql://`` URL. ``clock`` pins the store's time for tests (its
@@ -396,14 +395,6 @@ class PostgresStore(QueueOps, ScheduleOps):
         if not found:
             raise NotFound(f"no task {task_id}")
         return [rows.attempt_from_row(r) for r in found if r["number"] is not None]
-
-    async def task_count_by_status(self) -> list[StatusCount]:
-        async with self._connection() as conn:
-            found = await conn.fetch(Q["task_count_by_status"])
-        return [
-            StatusCount(queue=r["queue"], status=TaskStatus(r["status"]), count=r["count"])
-            for r in found
-        ]
 
     # -- leadership ----------------------------------------------------------------------------
 

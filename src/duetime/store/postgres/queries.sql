@@ -218,9 +218,6 @@ FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
 WHERE t.id = $1 AND t.tenant_id = $2
 ORDER BY a.number;
 
--- name: task_count_by_status
-SELECT queue, status, count(*) AS count FROM tasks GROUP BY queue, status ORDER BY queue, status;
-
 -- name: task_promote_due
 WITH due AS (
     SELECT id FROM tasks

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -36,7 +35,6 @@ from duetime.types import (
     Lease,
     Queue,
     QueueSettings,
-    QueueStats,
     TargetType,
     TaskStatus,
     WorkerInfo,
@@ -214,32 +212,6 @@ class QueueOps(TaskOps):
         async with self._connection() as conn:
             found = await conn.fetch(QQ["queue_list"], tenant_id)
         return [_queue_from_row(r) for r in found]
-
-    async def queue_stats(self, tenant_id: str, name: str | None = None) -> list[QueueStats]:
-        async with self._connection() as conn:
-            found = await conn.fetch(QQ["queue_stats"], self._pinned(), tenant_id, name)
-        counts: dict[str, dict[TaskStatus, int]] = {}
-        oldest: dict[str, datetime] = {}
-        now: datetime | None = None
-        for r in found:
-            status = _STATUS[r["status"]]
-            counts.setdefault(r["queue"], {})[status] = r["n"]
-            if status is TaskStatus.READY:
-                oldest[r["queue"]] = r["oldest_due_at"]
-            now = r["now"]
-        return [
-            QueueStats(
-                tenant_id=tenant_id,
-                name=queue,
-                counts=by_status,
-                oldest_due_lag_seconds=(
-                    None
-                    if queue not in oldest or now is None
-                    else max(0.0, (now - oldest[queue]).total_seconds())
-                ),
-            )
-            for queue, by_status in sorted(counts.items())
-        ]
 
     # -- workers -------------------------------------------------------------------------------
 

@@ -21,15 +21,6 @@ SELECT * FROM queues WHERE tenant_id = $1 AND name = $2;
 -- name: queue_list
 SELECT * FROM queues WHERE tenant_id = $1 ORDER BY name;
 
--- name: queue_stats
--- One row per (queue, status); the caller folds them. now is a constant column so the lag is
--- measured on the store's clock.
-SELECT queue, status, count(*) AS n, min(due_at) AS oldest_due_at,
-       coalesce($1::timestamptz, now()) AS now
-FROM tasks
-WHERE tenant_id = $2 AND ($3::text IS NULL OR queue = $3)
-GROUP BY queue, status;
-
 -- name: queue_limited_all
 -- Every queue whose claims go through the locked path (see queue_lock); cached by each store.
 SELECT tenant_id, name FROM queues WHERE max_concurrency IS NOT NULL AND NOT paused;

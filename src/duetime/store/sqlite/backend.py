@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
@@ -25,8 +26,17 @@ from typing import TypeVar
 
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
+from duetime.store.counters import CountKey, Reconciled
 from duetime.store.recorded import recordable
-from duetime.store.sqlite import leadership, migrations, queues, tasks_api, tasks_engine, tenancy
+from duetime.store.sqlite import (
+    counters,
+    leadership,
+    migrations,
+    queues,
+    tasks_api,
+    tasks_engine,
+    tenancy,
+)
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
 from duetime.store.sqlite.schedules import ScheduleMethods
@@ -39,6 +49,7 @@ from duetime.types import (
     CompletionResult,
     Lease,
     NewTask,
+    QueueStats,
     SigningSecret,
     StatusCount,
     Task,
@@ -113,7 +124,7 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
         in_memory = str(self.path) == ":memory:"
         try:
             if not in_memory:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                private_file(self.path)
             conn = sqlite3.connect(
                 str(self.path),
                 timeout=_BUSY_TIMEOUT_SECONDS,
@@ -326,7 +337,20 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
         )
 
     async def task_count_by_status(self) -> list[StatusCount]:
-        return await self._read(tasks_api.task_count_by_status)
+        return await self._read(counters.task_count_by_status)
+
+    async def queue_stats(self, tenant_id: str, name: str | None = None) -> list[QueueStats]:
+        return await self._read(lambda conn, now: counters.queue_stats(conn, now, tenant_id, name))
+
+    async def task_counts_fold(self, limit: int) -> int:
+        return await self._write(counters.task_counts_fold)
+
+    async def task_counts_reconcile(
+        self, after: CountKey | None, max_rows: int
+    ) -> Reconciled | None:
+        return await self._write(
+            lambda conn, now: counters.task_counts_reconcile(conn, now, after, max_rows)
+        )
 
     # -- tasks: the engine's side --------------------------------------------------------------
 
@@ -387,6 +411,24 @@ class SqliteStore(queues.QueueOps, ScheduleMethods):
 
     async def leader_resign(self, name: str, node_id: str) -> None:
         await self._write(lambda conn, now: leadership.leader_resign(conn, now, name, node_id))
+
+
+def private_file(path: Path) -> None:
+    """Make ``path``'s directory (0700 when created here) and the file itself 0600 before SQLite
+    opens it: the file holds signing secrets. SQLite gives its -wal and -shm files the mode of
+    the database file."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            log.warning("SQLite database %s was readable by others; making it 0600", path)
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):  # left by an older version with a looser mode
+        side = path.with_name(path.name + suffix)
+        if side.exists() and side.stat().st_mode & 0o077:
+            side.chmod(0o600)
 
 
 def _random_uuid() -> str:

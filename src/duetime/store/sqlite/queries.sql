@@ -175,9 +175,6 @@ WHERE tenant_id = :tenant_id
 ORDER BY id DESC
 LIMIT :limit;
 
--- name: task_count_by_status
-SELECT queue, status, count(*) AS n FROM tasks GROUP BY queue, status ORDER BY queue, status;
-
 -- name: attempt_list
 SELECT * FROM attempts WHERE task_id = :task_id ORDER BY number;
 

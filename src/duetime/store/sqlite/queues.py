@@ -31,7 +31,6 @@ from duetime.types import (
     Lease,
     Queue,
     QueueSettings,
-    QueueStats,
     TargetType,
     TaskStatus,
     WorkerInfo,
@@ -156,29 +155,6 @@ def queue_list(conn: sqlite3.Connection, now: int, tenant_id: str) -> list[Queue
     return [_queue_from_row(r) for r in conn.execute(QQ["queue_list"], {"tenant_id": tenant_id})]
 
 
-def queue_stats(
-    conn: sqlite3.Connection, now: int, tenant_id: str, name: str | None
-) -> list[QueueStats]:
-    counts: dict[str, dict[TaskStatus, int]] = {}
-    oldest: dict[str, int] = {}
-    for row in conn.execute(QQ["queue_stats"], {"tenant_id": tenant_id, "name": name}):
-        status = _STATUS[row["status"]]
-        counts.setdefault(row["queue"], {})[status] = row["n"]
-        if status is TaskStatus.READY:
-            oldest[row["queue"]] = row["oldest_due_at"]
-    return [
-        QueueStats(
-            tenant_id=tenant_id,
-            name=queue,
-            counts=by_status,
-            oldest_due_lag_seconds=(
-                max(0.0, (now - oldest[queue]) / 1_000_000) if queue in oldest else None
-            ),
-        )
-        for queue, by_status in sorted(counts.items())
-    ]
-
-
 def worker_seen(
     conn: sqlite3.Connection, now: int, tenant_id: str, worker_id: str, queues: Sequence[str]
 ) -> None:
@@ -243,9 +219,6 @@ class QueueOps:
 
     async def queue_list(self, tenant_id: str) -> list[Queue]:
         return await self._read(lambda conn, now: queue_list(conn, now, tenant_id))
-
-    async def queue_stats(self, tenant_id: str, name: str | None = None) -> list[QueueStats]:
-        return await self._read(lambda conn, now: queue_stats(conn, now, tenant_id, name))
 
     async def worker_seen(self, tenant_id: str, worker_id: str, queues: Sequence[str]) -> None:
         names = list(queues)

@@ -22,13 +22,6 @@ SELECT * FROM queues WHERE tenant_id = :tenant_id AND name = :name;
 -- name: queue_list
 SELECT * FROM queues WHERE tenant_id = :tenant_id ORDER BY name;
 
--- One row per (queue, status); the caller folds them.
--- name: queue_stats
-SELECT queue, status, count(*) AS n, min(due_at) AS oldest_due_at
-FROM tasks
-WHERE tenant_id = :tenant_id AND (:name IS NULL OR queue = :name)
-GROUP BY queue, status;
-
 -- Limited queues a claim may take from. The claim statements of queries.sql skip them; the
 -- caller claims from each within its room, in the same write transaction.
 -- name: queue_limited

@@ -27,7 +27,6 @@ from duetime.types import (
     PATCHABLE_STATUSES,
     Attempt,
     NewTask,
-    StatusCount,
     Task,
     TaskCreated,
     TaskFilter,
@@ -283,13 +282,6 @@ def attempt_list(conn: sqlite3.Connection, now: int, tenant_id: str, task_id: st
     _get_or_404(conn, tenant_id, task_id)
     rows = conn.execute(Q["attempt_list"], {"task_id": task_id})
     return [attempt_from_row(row) for row in rows]
-
-
-def task_count_by_status(conn: sqlite3.Connection, now: int) -> list[StatusCount]:
-    return [
-        StatusCount(queue=row["queue"], status=TaskStatus(row["status"]), count=row["n"])
-        for row in conn.execute(Q["task_count_by_status"])
-    ]
 
 
 def _get_or_404(conn: sqlite3.Connection, tenant_id: str, task_id: str) -> Task:
