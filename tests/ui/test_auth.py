@@ -83,7 +83,7 @@ async def test_form_posts_from_another_origin_are_refused(
         {"Origin": "https://evil.example"},
         {"Origin": "null"},
         {"Referer": "https://evil.example/ui/tasks"},
-        {"Origin": "http://duetime.test.evil.example"},
+        {"Origin": "http://127.0.0.1:8080.evil.example"},
     ):
         resp = await client.post(path, headers={**acme.cookie, **headers})
         assert resp.status_code == 403, headers
@@ -93,7 +93,7 @@ async def test_form_posts_from_another_origin_are_refused(
     assert resp.status_code == 403
     assert (await get_json(client, acme, f"/v1/tasks/{task['id']}"))["status"] == "ready"
     # The same post from the dashboard's own page works (Referer alone is enough too).
-    referer = {"Referer": "http://duetime.test/ui/tasks"}
+    referer = {"Referer": "http://127.0.0.1:8080/ui/tasks"}
     resp = await client.post(path, headers={**acme.cookie, **referer})
     assert resp.status_code == 303
     assert (await get_json(client, acme, f"/v1/tasks/{task['id']}"))["status"] == "cancelled"

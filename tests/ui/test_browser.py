@@ -31,7 +31,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-ADMIN_TOKEN = "ui-browser-test-admin"
+ADMIN_TOKEN = "ui-browser-test-admin-token-of-32-chars"
 FAILING = 6
 
 

@@ -10,7 +10,7 @@ from urllib.parse import unquote
 import httpx
 
 ADMIN_TOKEN = "ui-test-admin-token"
-BASE = "http://duetime.test"
+BASE = "http://127.0.0.1:8080"
 SAME_ORIGIN = {"Origin": BASE}
 WORKER = {"type": "worker"}
 

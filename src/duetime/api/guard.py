@@ -7,7 +7,8 @@ an attacker's host name at 127.0.0.1. :class:`DevModeGuard` closes both doors:
 - an ``Origin`` that is present and not a loopback origin (``null`` included) → 403;
 - a request body whose ``Content-Type`` is not JSON (``application/json`` or
   ``application/*+json``) → 415. A browser cannot send JSON cross-site without a CORS
-  preflight, which the server never answers.
+  preflight, which the server never answers. The dashboard's form posts under ``/ui/`` are the
+  exception: each must name this server as its Origin.
 
 With an admin token every call carries a bearer credential a browser does not add by itself,
 so the guard is not installed.
@@ -25,6 +26,11 @@ from duetime.api.problems import problem
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 """Methods whose body, when they carry one, must be JSON."""
+
+UI_PREFIX = "/ui/"
+"""The dashboard's form posts are not JSON; each is refused unless its Origin (or Referer) is
+this very server (``duetime.ui.session.same_origin``), on top of the Host and Origin checks
+here."""
 
 
 def is_loopback_name(host: str) -> bool:
@@ -113,7 +119,11 @@ class DevModeGuard:
                 "Forbidden origin",
                 "dev mode refuses requests from web pages of other origins",
             )
-        if scope["method"] in BODY_METHODS and _has_body(headers):
+        if (
+            scope["method"] in BODY_METHODS
+            and _has_body(headers)
+            and not scope["path"].startswith(UI_PREFIX)
+        ):
             content_type = headers.get(b"content-type", b"").decode("latin-1")
             if not is_json_media_type(content_type):
                 return (
