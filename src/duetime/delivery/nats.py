@@ -1,0 +1,167 @@
+"""``nats`` targets: publish to NATS, through JetStream (with its ack) unless told otherwise.
+
+Target: ``{"type": "nats", "url": "nats://user:pass@host:4222", "subject": "tasks.due",
+"jetstream": true}``.
+
+With ``jetstream`` (the default) every message is a JetStream publish and the task succeeds only
+on the stream's ack. ``Nats-Msg-Id`` is the task's idempotency key (or its id), so the stream's
+duplicate window drops the repeat a retry after a lost ack would otherwise store twice. A subject
+no stream captures has no responder: that is a failed, retryable attempt ("no stream for
+subject"), never a silent success; so is a stream's refusal (over ``max_msg_size`` or
+``max_msgs`` with ``discard: new``...), with the server's text. ``jetstream: false`` is a core
+NATS publish followed by a flush (a PING the server answers after reading the batch): the server
+got it, but nothing says anyone was listening.
+
+Headers are the Standard Webhooks-style headers of SPEC §4. The connection is duetime's own
+(:mod:`duetime.delivery.brokers`): nats-py's reconnect loop is off, so a dropped connection is
+dialled again, through the private-address guard, by the next batch; servers a cluster
+advertises are never dialled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from yarl import URL
+
+from duetime.delivery.brokers import (
+    BrokerDeliverer,
+    BrokerError,
+    Message,
+    Refused,
+    check_broker_url,
+)
+from duetime.errors import ValidationError
+
+__all__ = ["NatsDeliverer", "check_nats_target"]
+
+SCHEMES = ("nats", "tls")
+HEADER_MSG_ID = "Nats-Msg-Id"
+_CONNECT_TIMEOUT = 10
+
+
+def check_nats_target(target: Mapping[str, Any], *, allow_private: bool) -> None:
+    """Refuse, at create time, a ``nats`` target that can never be delivered (the URL guard of
+    webhooks, a literal subject, a boolean ``jetstream``). Raises ``ValidationError``."""
+    check_broker_url(target.get("url"), schemes=SCHEMES, allow_private=allow_private)
+    _parse(target, field_errors=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    subject: str
+    jetstream: bool
+
+
+def _parse(target: Mapping[str, Any], *, field_errors: bool = False) -> _Target:
+    def bad(message: str, name: str) -> Exception:
+        if field_errors:
+            return ValidationError(message, f"target.{name}")
+        return Refused(f"target.{name}: {message}")
+
+    subject = target.get("subject")
+    if (
+        not isinstance(subject, str)
+        or not subject
+        or any(c.isspace() for c in subject)
+        or any(token in ("", "*", ">") for token in subject.split("."))
+    ):
+        raise bad("must be a literal subject (no spaces, wildcards or empty tokens)", "subject")
+    jetstream = target.get("jetstream", True)
+    if not isinstance(jetstream, bool):
+        raise bad("must be true or false", "jetstream")
+    return _Target(subject, jetstream)
+
+
+@dataclass(slots=True)
+class _Connection:
+    client: Client
+    js: JetStreamContext
+
+
+class NatsDeliverer(BrokerDeliverer[_Connection]):
+    """Delivers ``nats`` tasks (needs the ``duetime[nats]`` extra: nats-py)."""
+
+    kind = "nats"
+    schemes = SCHEMES
+    tls_schemes = ("tls",)
+
+    def parse_target(self, target: Mapping[str, Any]) -> _Target:
+        return _parse(target)
+
+    async def connect(self, url: str, host: str) -> _Connection:
+        parsed = URL(url)
+        server = str(parsed.with_host(host).with_user(None))
+        client = await nats.connect(
+            servers=[server],
+            user=parsed.user or None,
+            password=parsed.password or None,
+            allow_reconnect=False,
+            connect_timeout=_CONNECT_TIMEOUT,
+            name="duetime",
+            error_cb=_quiet,
+            closed_cb=_quiet_closed,
+            disconnected_cb=_quiet_closed,
+        )
+        return _Connection(client, client.jetstream())
+
+    def is_open(self, conn: _Connection) -> bool:
+        return conn.client.is_connected
+
+    async def disconnect(self, conn: _Connection) -> None:
+        if not conn.client.is_closed:
+            await conn.client.close()
+
+    async def publish(
+        self, conn: _Connection, batch: Sequence[Message]
+    ) -> list[BaseException | None]:
+        core = [m for m in batch if not m.target.jetstream]
+        streamed = [m for m in batch if m.target.jetstream]
+        results: dict[int, BaseException | None] = {}
+        if core:
+            for m in core:
+                await conn.client.publish(m.target.subject, m.body, headers=m.headers)
+            await conn.client.flush(timeout=max(1, int(core[0].delivery.task.timeout_seconds)))
+            results.update((id(m), None) for m in core)
+        if streamed:
+            sends = [
+                asyncio.ensure_future(
+                    conn.js.publish(
+                        m.target.subject,
+                        m.body,
+                        timeout=m.delivery.task.timeout_seconds,
+                        headers={**m.headers, HEADER_MSG_ID: m.key},
+                    )
+                )
+                for m in streamed
+            ]
+            await asyncio.wait(sends)
+            broken: BaseException | None = None
+            for m, send in zip(streamed, sends, strict=True):
+                exc = send.exception()
+                if isinstance(exc, nats.js.errors.NoStreamResponseError):
+                    exc = BrokerError(f"nats: no stream for subject {m.target.subject!r}")
+                elif isinstance(exc, nats.js.errors.APIError):
+                    exc = BrokerError(f"nats: stream refused the message: {exc.description}")
+                elif exc is not None:
+                    broken = broken or exc
+                results[id(m)] = exc
+            if broken is not None and not conn.client.is_connected:
+                raise broken  # the connection died under the batch: drop it, every message retries
+        return [results[id(m)] for m in batch]
+
+
+async def _quiet(exc: Exception) -> None:
+    """nats-py logs every error by default; failures reach the task's attempt instead."""
+
+
+async def _quiet_closed() -> None:
+    return None
