@@ -37,6 +37,7 @@ from duetime.delivery.brokers import (
     Message,
     Refused,
     check_broker_url,
+    send_error,
 )
 from duetime.errors import ValidationError
 
@@ -180,9 +181,8 @@ class AmqpDeliverer(BrokerDeliverer[_Connection]):
             sends.append((i, asyncio.ensure_future(send)))
         if sends:
             await asyncio.wait([f for _, f in sends])
-        broken: BaseException | None = None
         for i, future in sends:
-            exc = future.exception()
+            exc = send_error(future)
             if exc is None:
                 frame = future.result()
                 if not isinstance(frame, spec.Basic.Ack):
@@ -193,11 +193,9 @@ class AmqpDeliverer(BrokerDeliverer[_Connection]):
                 exc = BrokerError("amqp: broker refused the message (basic.nack)")
             elif isinstance(exc, aiormq.exceptions.ChannelClosed):
                 exc = BrokerError(f"amqp: {_reply_text(exc)}")
-            else:
-                broken = broken or exc
+            elif exc is not None:  # the connection failed: this message retries, the link redials
+                exc = BrokerError(f"amqp: {type(exc).__name__}: {exc}")
             results[i] = exc
-        if broken is not None and conn.conn.is_closed:
-            raise broken  # the connection died under the batch: drop it, every message retries
         return results
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,6 +60,7 @@ __all__ = [
     "public_target",
     "redact_url",
     "scrub",
+    "send_error",
 ]
 
 HEADER_TASK_ID = "duetime-task-id"
@@ -107,7 +109,9 @@ def scrub(text: str, url: str) -> str:
     if password:
         for spelling in {password, quote(password, safe=""), unquote(password)}:
             if spelling:
-                text = text.replace(spelling, REDACTED)
+                # As a whole token only, so a password "p" does not turn "private" into "***rivate".
+                token = rf"(?<![A-Za-z0-9]){re.escape(spelling)}(?![A-Za-z0-9])"
+                text = re.sub(token, REDACTED, text)
     return text
 
 
@@ -270,6 +274,14 @@ class Link(Generic[C]):
             _settle(m.future, BrokerError("deliverer is closed"))
         self._pending.clear()
         await self.reset()
+
+
+def send_error(future: asyncio.Future[Any]) -> BaseException | None:
+    """The error of a finished publish future; a cancelled one (its connection closed before
+    the broker answered) is a :class:`BrokerError`."""
+    if future.cancelled():
+        return BrokerError("connection closed before the broker confirmed the message")
+    return future.exception()
 
 
 def _settle(future: asyncio.Future[None], result: BaseException | None) -> None:

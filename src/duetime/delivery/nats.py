@@ -38,6 +38,7 @@ from duetime.delivery.brokers import (
     Message,
     Refused,
     check_broker_url,
+    send_error,
 )
 from duetime.errors import ValidationError
 
@@ -144,18 +145,15 @@ class NatsDeliverer(BrokerDeliverer[_Connection]):
                 for m in streamed
             ]
             await asyncio.wait(sends)
-            broken: BaseException | None = None
             for m, send in zip(streamed, sends, strict=True):
-                exc = send.exception()
+                exc = send_error(send)
                 if isinstance(exc, nats.js.errors.NoStreamResponseError):
                     exc = BrokerError(f"nats: no stream for subject {m.target.subject!r}")
                 elif isinstance(exc, nats.js.errors.APIError):
                     exc = BrokerError(f"nats: stream refused the message: {exc.description}")
-                elif exc is not None:
-                    broken = broken or exc
+                elif exc is not None:  # connection lost or no ack in time: this one retries
+                    exc = BrokerError(f"nats: {type(exc).__name__}: {exc}")
                 results[id(m)] = exc
-            if broken is not None and not conn.client.is_connected:
-                raise broken  # the connection died under the batch: drop it, every message retries
         return [results[id(m)] for m in batch]
 
 
