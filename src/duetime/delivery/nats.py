@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import nats
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
@@ -47,6 +46,7 @@ __all__ = ["NatsDeliverer", "check_nats_target"]
 SCHEMES = ("nats", "tls")
 HEADER_MSG_ID = "Nats-Msg-Id"
 _CONNECT_TIMEOUT = 10
+_RETRY_WAIT = 0.1
 
 
 def check_nats_target(target: Mapping[str, Any], *, allow_private: bool) -> None:
@@ -101,17 +101,26 @@ class NatsDeliverer(BrokerDeliverer[_Connection]):
     async def connect(self, url: str, host: str) -> _Connection:
         parsed = URL(url)
         server = str(parsed.with_host(host).with_user(None))
-        client = await nats.connect(
-            servers=[server],
-            user=parsed.user or None,
-            password=parsed.password or None,
-            allow_reconnect=False,
-            connect_timeout=_CONNECT_TIMEOUT,
-            name="duetime",
-            error_cb=_quiet,
-            closed_cb=_quiet_closed,
-            disconnected_cb=_quiet_closed,
-        )
+        client = Client()
+        try:
+            await client.connect(
+                servers=[server],
+                user=parsed.user or None,
+                password=parsed.password or None,
+                # duetime redials (through the guard) itself; nats-py only tries this server
+                # twice, briefly, instead of its minutes-long reconnect loop.
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=_RETRY_WAIT,  # type: ignore[arg-type]  # seconds, any float
+                connect_timeout=_CONNECT_TIMEOUT,
+                name="duetime",
+                error_cb=_quiet,
+                closed_cb=_quiet_closed,
+                disconnected_cb=_quiet_closed,
+            )
+        except nats.errors.NoServersError:
+            reason = client.last_error or "no answer"
+            raise BrokerError(f"nats: cannot connect to {host}: {reason}") from None
         return _Connection(client, client.jetstream())
 
     def is_open(self, conn: _Connection) -> bool:
