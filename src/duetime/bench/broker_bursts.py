@@ -1,0 +1,218 @@
+"""Broker bursts (SPEC §6 "broker targets"): N tasks due at one instant, published by a duetime
+node to RabbitMQ, NATS JetStream or Redis Streams on loopback, each confirmed by the broker.
+
+A consumer in this process records when each task's message arrives (RabbitMQ, NATS) or reads
+the time Redis stored each entry (its stream id), so due-lag is measured at the broker: from the
+instant the tasks were due to the message being there. ``confirmed_per_s`` is N over the time
+from the due instant to the last arrival; ``all_succeeded_after_s`` is when the node had recorded
+every task succeeded (confirmed publishes only count as succeeded).
+
+Brokers: ``DUETIME_BENCH_AMQP_URL``, ``DUETIME_BENCH_NATS_URL``, ``DUETIME_BENCH_REDIS_URL``
+(default: the local services). Every run uses its own queue, stream or key, removed afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from duetime.bench.scenarios import BenchConfig
+
+Figures = dict[str, float]
+T = TypeVar("T")
+Arrivals = dict[str, float]
+"""task id -> unix time its message reached the broker (first arrival)."""
+
+AMQP_URL = os.environ.get("DUETIME_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+NATS_URL = os.environ.get("DUETIME_BENCH_NATS_URL", "nats://127.0.0.1:4222")
+REDIS_URL = os.environ.get("DUETIME_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+class _Sink:
+    """Where a burst goes: the target to give tasks, and how to learn the arrival times."""
+
+    target: dict[str, Any]
+
+    async def open(self) -> None: ...
+
+    async def arrivals(self, expected: int, timeout: float) -> Arrivals:
+        raise NotImplementedError
+
+    async def close(self) -> None: ...
+
+
+class _AmqpSink(_Sink):
+    def __init__(self) -> None:
+        self.queue = f"duetime-bench-{uuid.uuid4().hex[:8]}"
+        self.target = {"type": "amqp", "url": AMQP_URL, "routing_key": self.queue}
+        self._seen: Arrivals = {}
+
+    async def open(self) -> None:
+        import aiormq
+
+        self._conn = await aiormq.connect(AMQP_URL)
+        channel = await self._conn.channel()
+        await channel.queue_declare(self.queue, auto_delete=False)
+        await channel.basic_qos(prefetch_count=2000)
+
+        async def on_message(msg: Any) -> None:
+            task_id = msg.header.properties.headers["duetime-task-id"]
+            if isinstance(task_id, bytes):
+                task_id = task_id.decode()
+            self._seen.setdefault(task_id, time.time())
+
+        await channel.basic_consume(self.queue, on_message, no_ack=True)
+        self._channel = channel
+
+    async def arrivals(self, expected: int, timeout: float) -> Arrivals:
+        return await _wait_for(self._seen, expected, timeout)
+
+    async def close(self) -> None:
+        await self._channel.queue_delete(self.queue)
+        await self._conn.close()
+
+
+class _NatsSink(_Sink):
+    def __init__(self) -> None:
+        self.stream = f"duetime_bench_{uuid.uuid4().hex[:8]}"
+        self.target = {"type": "nats", "url": NATS_URL, "subject": f"{self.stream}.due"}
+        self._seen: Arrivals = {}
+
+    async def open(self) -> None:
+        import nats
+        from nats.js.api import StreamConfig
+
+        self._nc = await nats.connect(NATS_URL, pending_size=64 * 1024 * 1024)
+        self._js = self._nc.jetstream()
+        await self._js.add_stream(StreamConfig(name=self.stream, subjects=[f"{self.stream}.>"]))
+
+        async def on_message(msg: Any) -> None:
+            self._seen.setdefault(msg.headers["duetime-task-id"], time.time())
+
+        # A core subscription sees every message the stream stores, as it is published.
+        await self._nc.subscribe(f"{self.stream}.due", cb=on_message, pending_msgs_limit=-1)
+
+    async def arrivals(self, expected: int, timeout: float) -> Arrivals:
+        return await _wait_for(self._seen, expected, timeout)
+
+    async def close(self) -> None:
+        await self._js.delete_stream(self.stream)
+        await self._nc.close()
+
+
+class _RedisSink(_Sink):
+    def __init__(self) -> None:
+        self.key = f"duetime-bench-{uuid.uuid4().hex[:8]}"
+        self.target = {"type": "redis", "url": REDIS_URL, "stream": self.key}
+
+    async def open(self) -> None:
+        import redis.asyncio as aioredis
+
+        self._client = aioredis.Redis.from_url(REDIS_URL)
+
+    async def arrivals(self, expected: int, timeout: float) -> Arrivals:
+        deadline = time.monotonic() + timeout
+        while await self._client.xlen(self.key) < expected:
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        seen: Arrivals = {}
+        start = "-"
+        while True:  # the entry id is <ms since epoch>-<seq>: when Redis stored it
+            page: list[Any] = await self._client.xrange(self.key, min=start, count=5000)  # type: ignore[assignment]
+            for entry_id, fields in page:
+                ms = int(entry_id.split(b"-")[0])
+                seen.setdefault(fields[b"duetime-task-id"].decode(), ms / 1000)
+            if len(page) < 5000:
+                return seen
+            start = "(" + page[-1][0].decode()
+
+    async def close(self) -> None:
+        await self._client.delete(self.key)
+        await self._client.aclose()
+
+
+async def _wait_for(seen: Arrivals, expected: int, timeout: float) -> Arrivals:
+    deadline = time.monotonic() + timeout
+    while len(seen) < expected and time.monotonic() < deadline:  # noqa: ASYNC110 - polled
+        await asyncio.sleep(0.05)
+    return dict(seen)
+
+
+def _burst(make: Callable[[], _Sink], broker: str) -> Callable[[BenchConfig, Path], Figures]:
+    def scenario(config: BenchConfig, workdir: Path) -> Figures:
+        return _run(make(), config, workdir)
+
+    scenario.__doc__ = f"N tasks due at one instant, published to {broker} with confirms."
+    return scenario
+
+
+class _Loop:
+    """An event loop on a thread of its own, so the consumer keeps reading while this thread
+    creates the burst and waits (the shared bench helpers run their own ``asyncio.run``)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+def _run(sink: _Sink, config: BenchConfig, workdir: Path) -> Figures:
+    from duetime.bench import scenarios as sc
+
+    consumer = _Loop()
+    try:
+        consumer.call(sink.open())
+        try:
+            with sc.bench_store(config, workdir) as db, sc.node(workdir, db, config) as proc:
+                lead = 3.0 + config.tasks / 10_000
+                due = datetime.now(UTC) + timedelta(seconds=lead)
+                bodies = [
+                    {"target": sink.target, "payload": {"n": i}, "run_at": due.isoformat()}
+                    for i in range(config.tasks)
+                ]
+                asyncio.run(sc.create_batches(proc.url, bodies))
+                if datetime.now(UTC) >= due:
+                    raise RuntimeError("creating the burst took longer than its lead time")
+                first = consumer.call(sink.arrivals(config.tasks, timeout=lead + 120))
+                drained_at = sc.wait_succeeded(proc.url, config.tasks)
+        finally:
+            consumer.call(sink.close())
+    finally:
+        consumer.close()
+    if len(first) < config.tasks:
+        raise RuntimeError(f"only {len(first)} of {config.tasks} tasks reached the broker")
+    lags = [at - due.timestamp() for at in first.values()]
+    span = max(first.values()) - due.timestamp()
+    return {
+        "confirmed_per_s": config.tasks / span,
+        "lag_p50_s": sc.percentile(lags, 50),
+        "lag_p99_s": sc.percentile(lags, 99),
+        "all_succeeded_after_s": drained_at - due.timestamp(),
+    }
+
+
+BROKER_SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
+    "burst-amqp": _burst(_AmqpSink, "RabbitMQ"),
+    "burst-nats": _burst(_NatsSink, "NATS JetStream"),
+    "burst-redis": _burst(_RedisSink, "Redis Streams"),
+}
+"""Registered in :data:`duetime.bench.scenarios.SCENARIOS`."""
+
+__all__ = ["BROKER_SCENARIOS"]
