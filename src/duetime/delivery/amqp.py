@@ -21,6 +21,7 @@ fails on its own instead of closing the channel the other messages of its batch 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -150,17 +151,16 @@ class AmqpDeliverer(BrokerDeliverer[_Connection]):
             await probe.close()
         return missing
 
-    async def publish(
-        self, conn: _Connection, batch: Sequence[Message]
-    ) -> list[BaseException | None]:
+    async def publish(self, conn: _Connection, batch: Sequence[Message]) -> None:
         missing = await self._missing_exchanges(conn, {m.target.exchange for m in batch})
-        channel = await self._channel(conn)
-        results: list[BaseException | None] = [None] * len(batch)
-        sends: list[tuple[int, asyncio.Future[Any]]] = []
+        # Spread the batch over the pooled channels: each channel serialises its publishes.
+        channels = [await self._channel(conn) for _ in conn.channels]
+        sends: list[asyncio.Future[Any]] = []
         for i, m in enumerate(batch):
+            channel = channels[i % len(channels)]
             target: _Target = m.target
             if target.exchange in missing:
-                results[i] = BrokerError(f"amqp: {missing[target.exchange]}")
+                m.settle(BrokerError(f"amqp: {missing[target.exchange]}"))
                 continue
             headers: dict[str, Any] = dict(target.headers)
             headers.update(m.headers)
@@ -171,32 +171,38 @@ class AmqpDeliverer(BrokerDeliverer[_Connection]):
                 app_id="duetime",
                 headers=headers,
             )
-            send = channel.basic_publish(
-                m.body,
-                exchange=target.exchange,
-                routing_key=target.routing_key,
-                properties=properties,
-                mandatory=True,
+            send = asyncio.ensure_future(
+                channel.basic_publish(
+                    m.body,
+                    exchange=target.exchange,
+                    routing_key=target.routing_key,
+                    properties=properties,
+                    mandatory=True,
+                )
             )
-            sends.append((i, asyncio.ensure_future(send)))
+            send.add_done_callback(functools.partial(_confirmed, m))
+            sends.append(send)
         if sends:
-            await asyncio.wait([f for _, f in sends])
-        for i, future in sends:
-            exc = send_error(future)
-            if exc is None:
-                frame = future.result()
-                if not isinstance(frame, spec.Basic.Ack):
-                    exc = BrokerError(f"amqp: broker did not confirm the message ({frame!r})")
-            elif isinstance(exc, aiormq.exceptions.PublishError):
-                exc = BrokerError(f"amqp: message returned unroutable: {_returned(exc)}")
-            elif isinstance(exc, aiormq.exceptions.DeliveryError):
-                exc = BrokerError("amqp: broker refused the message (basic.nack)")
-            elif isinstance(exc, aiormq.exceptions.ChannelClosed):
-                exc = BrokerError(f"amqp: {_reply_text(exc)}")
-            elif exc is not None:  # the connection failed: this message retries, the link redials
-                exc = BrokerError(f"amqp: {type(exc).__name__}: {exc}")
-            results[i] = exc
-        return results
+            await asyncio.wait(sends)
+
+
+def _confirmed(message: Message, send: asyncio.Future[Any]) -> None:
+    """Settle ``message`` from its publish: ``basic.ack`` confirms it; a return, a nack, a
+    closed channel or a lost connection fail it (retryable) with the broker's words."""
+    exc = send_error(send)
+    if exc is None:
+        frame = send.result()
+        if not isinstance(frame, spec.Basic.Ack):
+            exc = BrokerError(f"amqp: broker did not confirm the message ({frame!r})")
+    elif isinstance(exc, aiormq.exceptions.PublishError):
+        exc = BrokerError(f"amqp: message returned unroutable: {_returned(exc)}")
+    elif isinstance(exc, aiormq.exceptions.DeliveryError):
+        exc = BrokerError("amqp: broker refused the message (basic.nack)")
+    elif isinstance(exc, aiormq.exceptions.ChannelClosed):
+        exc = BrokerError(f"amqp: {_reply_text(exc)}")
+    elif not isinstance(exc, BrokerError):  # the connection failed: the link redials
+        exc = BrokerError(f"amqp: {type(exc).__name__}: {exc}")
+    message.settle(exc)
 
 
 def _reply_text(exc: BaseException) -> str:

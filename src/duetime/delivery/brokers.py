@@ -173,6 +173,11 @@ class Message:
     headers: dict[str, str]
     future: asyncio.Future[None] = field(repr=False)
 
+    def settle(self, error: BaseException | None) -> None:
+        """Report this message confirmed (``None``) or not (the error); later calls are no-ops.
+        Settling each message as its confirm arrives frees its dispatcher slot at once."""
+        _settle(self.future, error)
+
     @property
     def key(self) -> str:
         """The message id brokers deduplicate on: the idempotency key, or the task id."""
@@ -232,7 +237,7 @@ class Link(Generic[C]):
         try:
             async with asyncio.timeout(limit):
                 conn = await self._connect()
-                results = await owner.publish(conn, batch)
+                await owner.publish(conn, batch)
         except Exception as exc:  # the connection (or the batch as a whole) failed
             await self.reset()
             if isinstance(exc, ForbiddenAddressError):
@@ -242,8 +247,8 @@ class Link(Generic[C]):
             for m in batch:
                 _settle(m.future, exc)
             return
-        for m, result in zip(batch, results, strict=True):
-            _settle(m.future, result)
+        for m in batch:  # a publish that forgot one must not leave its task waiting
+            m.settle(BrokerError(f"{owner.kind}: the broker did not confirm the message"))
 
     async def _connect(self) -> C:
         conn = self.conn
@@ -341,9 +346,10 @@ class BrokerDeliverer(Generic[C]):
     async def disconnect(self, conn: C) -> None:
         raise NotImplementedError
 
-    async def publish(self, conn: C, batch: Sequence[Message]) -> list[BaseException | None]:
-        """Publish ``batch`` and wait for the broker's confirms: one result per message, ``None``
-        when confirmed. Raises when the connection failed (the link is then dropped)."""
+    async def publish(self, conn: C, batch: Sequence[Message]) -> None:
+        """Publish ``batch``, :meth:`Message.settle` each message as the broker confirms or
+        refuses it, and return once every message is settled. Raises when the connection failed
+        (the link is then dropped and the unsettled messages fail, retryable)."""
         raise NotImplementedError
 
     # -- shared -------------------------------------------------------------------------------

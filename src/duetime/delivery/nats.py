@@ -21,6 +21,7 @@ advertises are never dialled.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -130,40 +131,43 @@ class NatsDeliverer(BrokerDeliverer[_Connection]):
         if not conn.client.is_closed:
             await conn.client.close()
 
-    async def publish(
-        self, conn: _Connection, batch: Sequence[Message]
-    ) -> list[BaseException | None]:
+    async def publish(self, conn: _Connection, batch: Sequence[Message]) -> None:
         core = [m for m in batch if not m.target.jetstream]
-        streamed = [m for m in batch if m.target.jetstream]
-        results: dict[int, BaseException | None] = {}
         if core:
             for m in core:
                 await conn.client.publish(m.target.subject, m.body, headers=m.headers)
+            # The server answers the flush's PING after it has read every publish before it.
             await conn.client.flush(timeout=max(1, int(core[0].delivery.task.timeout_seconds)))
-            results.update((id(m), None) for m in core)
-        if streamed:
-            sends = [
-                asyncio.ensure_future(
-                    conn.js.publish(
-                        m.target.subject,
-                        m.body,
-                        timeout=m.delivery.task.timeout_seconds,
-                        headers={**m.headers, HEADER_MSG_ID: m.key},
-                    )
+            for m in core:
+                m.settle(None)
+        sends: list[asyncio.Future[Any]] = []
+        for m in batch:
+            if not m.target.jetstream:
+                continue
+            send = asyncio.ensure_future(
+                conn.js.publish(
+                    m.target.subject,
+                    m.body,
+                    timeout=m.delivery.task.timeout_seconds,
+                    headers={**m.headers, HEADER_MSG_ID: m.key},
                 )
-                for m in streamed
-            ]
+            )
+            send.add_done_callback(functools.partial(_acked, m))
+            sends.append(send)
+        if sends:
             await asyncio.wait(sends)
-            for m, send in zip(streamed, sends, strict=True):
-                exc = send_error(send)
-                if isinstance(exc, nats.js.errors.NoStreamResponseError):
-                    exc = BrokerError(f"nats: no stream for subject {m.target.subject!r}")
-                elif isinstance(exc, nats.js.errors.APIError):
-                    exc = BrokerError(f"nats: stream refused the message: {exc.description}")
-                elif exc is not None:  # connection lost or no ack in time: this one retries
-                    exc = BrokerError(f"nats: {type(exc).__name__}: {exc}")
-                results[id(m)] = exc
-        return [results[id(m)] for m in batch]
+
+
+def _acked(message: Message, send: asyncio.Future[Any]) -> None:
+    """Settle ``message`` from its JetStream publish: the stream's ack confirms it."""
+    exc = send_error(send)
+    if isinstance(exc, nats.js.errors.NoStreamResponseError):
+        exc = BrokerError(f"nats: no stream for subject {message.target.subject!r}")
+    elif isinstance(exc, nats.js.errors.APIError):
+        exc = BrokerError(f"nats: stream refused the message: {exc.description}")
+    elif exc is not None and not isinstance(exc, BrokerError):
+        exc = BrokerError(f"nats: {type(exc).__name__}: {exc}")  # connection lost, no ack in time
+    message.settle(exc)
 
 
 async def _quiet(exc: Exception) -> None:

@@ -100,9 +100,7 @@ class RedisDeliverer(BrokerDeliverer["aioredis.Redis"]):
     async def disconnect(self, conn: aioredis.Redis) -> None:
         await conn.aclose()
 
-    async def publish(
-        self, conn: aioredis.Redis, batch: Sequence[Message]
-    ) -> list[BaseException | None]:
+    async def publish(self, conn: aioredis.Redis, batch: Sequence[Message]) -> None:
         pipe = conn.pipeline(transaction=False)
         for m in batch:
             target: _Target = m.target
@@ -115,14 +113,12 @@ class RedisDeliverer(BrokerDeliverer["aioredis.Redis"]):
                 approximate=True,
             )
         replies = await pipe.execute(raise_on_error=False)
-        results: list[BaseException | None] = []
-        for reply in replies:
+        for m, reply in zip(batch, replies, strict=True):
+            if isinstance(reply, redis.exceptions.ConnectionError):
+                raise reply  # the link drops the connection; the unsettled messages retry
             if isinstance(reply, (bytes, str)) and reply:
-                results.append(None)
-            elif isinstance(reply, redis.exceptions.ConnectionError):
-                raise reply
+                m.settle(None)  # an entry id: Redis stored it
             elif isinstance(reply, BaseException):
-                results.append(BrokerError(f"redis: {reply}"))
+                m.settle(BrokerError(f"redis: {reply}"))
             else:
-                results.append(BrokerError(f"redis: unexpected XADD reply {reply!r}"))
-        return results
+                m.settle(BrokerError(f"redis: unexpected XADD reply {reply!r}"))
