@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from duetime.delivery.brokers import public_target
+from duetime.delivery.redact import public_target
 from duetime.types import Attempt, SigningSecret, Task, Tenant
 
 _OPTIONS = orjson.OPT_UTC_Z

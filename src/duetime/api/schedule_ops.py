@@ -23,7 +23,7 @@ from duetime.api.deps import Services, bearer_token
 from duetime.api.schedule_schemas import DstIn, ScheduleCreate, SchedulePatchIn, TaskTemplateIn
 from duetime.api.schemas import TaskCreate
 from duetime.auth import hash_api_key
-from duetime.delivery.brokers import public_target
+from duetime.delivery.redact import public_target
 from duetime.errors import ValidationError
 from duetime.ids import is_uuid
 from duetime.schedule import describe, next_after, parse_spec

@@ -8,32 +8,31 @@ outcome means:
 
 * every message the broker confirmed is ``succeeded``; one it refused, returned as unroutable or
   did not confirm is a failed attempt, retryable, whose error is the broker's own text;
-* a connection that fails (down, refused, killed, timed out) fails the whole batch as retryable
-  attempts and is dropped, so the next batch dials again: connections recover by themselves;
+* a connection that fails (down, refused, killed, timed out) fails every message of the batch
+  not yet confirmed, as retryable attempts, and is dropped, so the next batch dials again:
+  connections recover by themselves;
 * a broker host is dialled only after the private-address guard
   (:mod:`duetime.delivery.netguard`) passed the address it resolved to, exactly as for webhooks,
   and the connection is made to that checked address (so a name re-pointed to a private address
   later is caught at the next connect, not followed);
-* the password of a broker URL never appears in an outcome's error (:func:`scrub`) and is
-  shown as ``***`` wherever the API returns a target (:func:`public_target`).
+* the password of a broker URL never appears in an outcome's error, and the API shows it as
+  ``***`` (:mod:`duetime.delivery.redact`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, unquote
 
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from duetime.clock import Clock, SystemClock
 from duetime.delivery.base import Delivery, Outcome
+from duetime.delivery.headers import HEADER_IDEMPOTENCY_KEY, SigningError, message_headers
 from duetime.delivery.netguard import (
     ForbiddenAddressError,
     GuardedResolver,
@@ -42,32 +41,19 @@ from duetime.delivery.netguard import (
     is_forbidden_address,
     literal_address,
 )
-from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, sign
+from duetime.delivery.redact import scrub
 from duetime.errors import ValidationError
 from duetime.types import AttemptOutcome
 
 __all__ = [
-    "HEADER_ATTEMPT",
-    "HEADER_IDEMPOTENCY_KEY",
-    "HEADER_SCHEDULED_FOR",
-    "HEADER_TASK_ID",
     "BrokerDeliverer",
     "BrokerError",
     "Message",
     "Refused",
     "check_broker_url",
-    "message_headers",
-    "public_target",
-    "redact_url",
-    "scrub",
     "send_error",
 ]
 
-HEADER_TASK_ID = "duetime-task-id"
-HEADER_ATTEMPT = "duetime-attempt"
-HEADER_SCHEDULED_FOR = "duetime-scheduled-for"
-HEADER_IDEMPOTENCY_KEY = "idempotency-key"
-REDACTED = "***"
 _ERROR_LIMIT = 300
 
 
@@ -77,42 +63,6 @@ class Refused(Exception):
 
 class BrokerError(Exception):
     """The broker did not take this message (refused, returned, not confirmed): retryable."""
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``; other text is left as given."""
-    try:
-        parsed = URL(url)
-    except (ValueError, TypeError):
-        return url
-    if parsed.password is None:
-        return url
-    return str(parsed.with_password(REDACTED))
-
-
-def public_target(target: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``target`` as the API may show it: a broker URL's password becomes ``***``."""
-    url = target.get("url")
-    if target.get("type") in ("amqp", "nats", "redis") and isinstance(url, str):
-        shown = redact_url(url)
-        if shown != url:
-            return {**target, "url": shown}
-    return target
-
-
-def scrub(text: str, url: str) -> str:
-    """``text`` (a broker's error, say) without the password of ``url`` in any spelling."""
-    try:
-        password = URL(url).password
-    except (ValueError, TypeError):
-        return text
-    if password:
-        for spelling in {password, quote(password, safe=""), unquote(password)}:
-            if spelling:
-                # As a whole token only, so a password "p" does not turn "private" into "***rivate".
-                token = rf"(?<![A-Za-z0-9]){re.escape(spelling)}(?![A-Za-z0-9])"
-                text = re.sub(token, REDACTED, text)
-    return text
 
 
 def check_broker_url(
@@ -128,39 +78,6 @@ def check_broker_url(
         raise ValidationError("url is required and must be a string", field)
     check_url(url, allow_private=allow_private, field=field, schemes=schemes)
     return URL(url)
-
-
-def _rfc3339_utc(value: datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def message_headers(delivery: Delivery, body: bytes, timestamp: int) -> dict[str, str]:
-    """The Standard Webhooks-style headers of SPEC §4 for one delivery (webhooks and brokers).
-
-    ``webhook-id`` (``msg_<task id>``), ``webhook-timestamp``, ``webhook-signature`` (one per
-    live secret; absent when the tenant has none), ``duetime-task-id``, ``duetime-attempt``,
-    ``idempotency-key`` (the task's key, or its id) and, for schedule-made tasks,
-    ``duetime-scheduled-for``. Raises :class:`Refused` when a secret cannot sign.
-    """
-    task = delivery.task
-    msg_id = "msg_" + task.id
-    headers = {
-        HEADER_ID: msg_id,
-        HEADER_TIMESTAMP: str(timestamp),
-        HEADER_TASK_ID: task.id,
-        HEADER_ATTEMPT: str(delivery.attempt),
-        HEADER_IDEMPOTENCY_KEY: task.idempotency_key or task.id,
-    }
-    if delivery.secrets:
-        try:
-            headers[HEADER_SIGNATURE] = sign(msg_id, timestamp, body, delivery.secrets)
-        except ValueError as exc:
-            raise Refused(f"cannot sign: {exc}") from exc
-    if task.scheduled_for is not None:
-        headers[HEADER_SCHEDULED_FOR] = _rfc3339_utc(task.scheduled_for)
-    return headers
 
 
 @dataclass(slots=True)
@@ -203,6 +120,11 @@ class Link(Generic[C]):
         self._running = 0
         self._kicked = False
         self._jobs: set[asyncio.Task[None]] = set()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waiting and no batch in flight: it may be closed without failing anything."""
+        return not self._pending and self._running == 0
 
     def submit(self, message: Message) -> None:
         self._pending.append(message)
@@ -304,7 +226,8 @@ class BrokerDeliverer(Generic[C]):
     ``allow_private`` lifts the private-address guard (``DUETIME_ALLOW_PRIVATE_TARGETS`` or dev
     mode). ``resolver`` replaces DNS (tests inject one); its answers pass the guard before any
     socket opens. ``clock`` supplies ``webhook-timestamp``. ``max_batch`` bounds one batch;
-    ``parallel`` how many batches per link are in flight at once.
+    ``parallel`` how many batches per link are in flight at once; ``max_links`` how many
+    (tenant, broker URL) connections stay open (the least recently used idle one closes first).
     """
 
     kind = "broker"
@@ -319,14 +242,17 @@ class BrokerDeliverer(Generic[C]):
         clock: Clock | None = None,
         max_batch: int = 500,
         parallel: int = 4,
+        max_links: int = 256,
     ) -> None:
         self.allow_private = allow_private
         self.max_batch = max_batch
         self.parallel = parallel
+        self.max_links = max_links
         self._resolver = resolver
         self._guard: GuardedResolver | None = None
         self._clock: Clock = clock or SystemClock()
         self._links: dict[tuple[str, str], Link[C]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
     # -- what a subclass provides ---------------------------------------------------------------
@@ -383,7 +309,7 @@ class BrokerDeliverer(Generic[C]):
         url = str(delivery.task.target.get("url", ""))
         try:
             return await self._deliver(delivery)
-        except Refused as exc:
+        except (Refused, SigningError) as exc:
             error = _short(scrub(str(exc), url))
             return Outcome(AttemptOutcome.FAILED, retryable=False, error=error)
         except TimeoutError:
@@ -408,9 +334,12 @@ class BrokerDeliverer(Generic[C]):
         headers = message_headers(delivery, body, int(self._clock.now().timestamp()))
         url = str(task.target["url"])
         key = (task.tenant_id, url)
-        link = self._links.get(key)
+        link = self._links.pop(key, None)
         if link is None:
-            link = self._links[key] = Link(self, url)
+            link = Link(self, url)
+            if len(self._links) >= self.max_links:
+                self._evict()
+        self._links[key] = link  # re-inserted: the dict's order is least recently used first
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         link.submit(Message(delivery, parsed, body, headers, future))
         try:
@@ -421,12 +350,23 @@ class BrokerDeliverer(Generic[C]):
                 future.cancel()  # the batch skips it if it has not gone out yet
         return Outcome(AttemptOutcome.SUCCEEDED, retryable=False)
 
+    def _evict(self) -> None:
+        """Close the least recently used idle connections, keeping at most ``max_links`` - 1
+        (so many tenants or broker URLs cannot pile up open connections on a node)."""
+        excess = len(self._links) - self.max_links + 1
+        for key in [k for k, link in self._links.items() if link.idle][:excess]:
+            job = asyncio.create_task(self._links.pop(key).close())
+            self._closing.add(job)
+            job.add_done_callback(self._closing.discard)
+
     async def close(self) -> None:
         """Close every connection. Idempotent; later deliveries fail (retryable)."""
         self._closed = True
         links, self._links = list(self._links.values()), {}
         for link in links:
             await link.close()
+        if self._closing:
+            await asyncio.wait(set(self._closing))
         guard, self._guard = self._guard, None
         if guard is not None:
             await guard.close()

@@ -34,8 +34,7 @@ from yarl import URL
 
 from duetime.clock import Clock, SystemClock
 from duetime.delivery.base import RESULT_LIMIT_BYTES, Delivery, Outcome
-from duetime.delivery.brokers import HEADER_IDEMPOTENCY_KEY, message_headers
-from duetime.delivery.brokers import Refused as BrokerRefused
+from duetime.delivery.headers import HEADER_IDEMPOTENCY_KEY, SigningError, message_headers
 from duetime.delivery.http1 import ConnectError, HttpClientError, HttpPool, ResolveError
 from duetime.delivery.netguard import (
     ALLOW_HINT,
@@ -235,7 +234,7 @@ class WebhookDeliverer:
         timestamp = int(self._clock.now().timestamp())
         try:
             signed = message_headers(delivery, body, timestamp)
-        except BrokerRefused as exc:
+        except SigningError as exc:
             raise _Refused(str(exc)) from exc
         headers = {"user-agent": self._user_agent, "content-type": _JSON, **signed}
         if not extra:
