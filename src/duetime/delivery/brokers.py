@@ -211,6 +211,11 @@ def send_error(future: asyncio.Future[Any]) -> BaseException | None:
     return future.exception()
 
 
+def _expire(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
 def _settle(future: asyncio.Future[None], result: BaseException | None) -> None:
     if future.done():
         return
@@ -340,14 +345,16 @@ class BrokerDeliverer(Generic[C]):
             if len(self._links) >= self.max_links:
                 self._evict()
         self._links[key] = link  # re-inserted: the dict's order is least recently used first
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        # A timer that fails the future itself (cheaper than a timeout scope and a shield per
+        # message): a message that expires before its batch goes out is skipped.
+        timer = loop.call_later(task.timeout_seconds, _expire, future)
         link.submit(Message(delivery, parsed, body, headers, future))
         try:
-            async with asyncio.timeout(task.timeout_seconds):
-                await asyncio.shield(future)
+            await future
         finally:
-            if not future.done():
-                future.cancel()  # the batch skips it if it has not gone out yet
+            timer.cancel()
         return Outcome(AttemptOutcome.SUCCEEDED, retryable=False)
 
     def _evict(self) -> None:
