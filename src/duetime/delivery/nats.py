@@ -1,7 +1,7 @@
 """``nats`` targets: publish to NATS, through JetStream (with its ack) unless told otherwise.
 
 Target: ``{"type": "nats", "url": "nats://user:pass@host:4222", "subject": "tasks.due",
-"jetstream": true}``.
+"jetstream": true}`` (``nats://token@host`` for token auth).
 
 With ``jetstream`` (the default) every message is a JetStream publish and the task succeeds only
 on the stream's ack. ``Nats-Msg-Id`` is the task's idempotency key (or its id), so the stream's
@@ -106,8 +106,10 @@ class NatsDeliverer(BrokerDeliverer[_Connection]):
         try:
             await client.connect(
                 servers=[server],
-                user=parsed.user or None,
+                # nats://user:password@host, or nats://token@host for token auth.
+                user=parsed.user if parsed.password else None,
                 password=parsed.password or None,
+                token=parsed.user if parsed.user and not parsed.password else None,
                 # duetime redials (through the guard) itself; nats-py only tries this server
                 # twice, briefly, instead of its minutes-long reconnect loop.
                 allow_reconnect=False,
