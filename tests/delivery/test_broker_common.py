@@ -18,7 +18,8 @@ from duetime.testing.fakes import running_task
     [
         ("amqp://guest:guest@127.0.0.1:5672/", "amqp://guest:***@127.0.0.1:5672/"),
         ("redis://:s3cret@cache:6379/0", "redis://:***@cache:6379/0"),
-        ("nats://token@n:4222", "nats://token@n:4222"),  # a user name alone is not a secret
+        ("nats://s3cr3t-token@n:4222", "nats://***@n:4222"),  # NATS reads a lone user as a token
+        ("amqp://guest@mq/", "amqp://guest@mq/"),  # elsewhere a user name alone is no secret
         ("redis://cache:6379/0", "redis://cache:6379/0"),
         ("amqps://u:p%40ss@mq/vh", "amqps://u:***@mq/vh"),
     ],

@@ -21,19 +21,32 @@ REDACTED = "***"
 BROKER_TYPES = frozenset({"amqp", "nats", "redis"})
 
 
+def _secret(parsed: URL) -> tuple[str | None, bool]:
+    """The secret in a URL's user info, and whether it sits in the user slot: the password, or
+    for ``nats://token@host`` the token NATS reads from the user name."""
+    if parsed.password is not None:
+        return parsed.password, False
+    if parsed.scheme in ("nats", "tls") and parsed.user:
+        return parsed.user, True
+    return None, False
+
+
 def redact_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``; other text is left as given."""
+    """``url`` with its secret (a password, or a NATS token) replaced by ``***``."""
     try:
         parsed = URL(url)
+        secret, in_user = _secret(parsed)
     except (ValueError, TypeError):
         return url
-    if parsed.password is None:
+    if secret is None:
         return url
+    if in_user:
+        return str(parsed.with_user(REDACTED))
     return str(parsed.with_password(REDACTED))
 
 
 def public_target(target: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``target`` as the API may show it: a broker URL's password becomes ``***``."""
+    """``target`` as the API may show it: a broker URL's password (or token) becomes ``***``."""
     url = target.get("url")
     if target.get("type") in BROKER_TYPES and isinstance(url, str):
         shown = redact_url(url)
@@ -43,9 +56,9 @@ def public_target(target: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def scrub(text: str, url: str) -> str:
-    """``text`` (a broker's error, say) without the password of ``url`` in any spelling."""
+    """``text`` (a broker's error, say) without the secret of ``url`` in any spelling."""
     try:
-        password = URL(url).password
+        password, _ = _secret(URL(url))
     except (ValueError, TypeError):
         return text
     if password:
