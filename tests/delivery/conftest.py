@@ -35,12 +35,15 @@ def require(broker: str, url: str) -> str:
     """``url`` when its broker accepts TCP connections; otherwise the test fails with how to
     start it (a missing broker is a broken test setup, not a reason to skip)."""
     parsed = URL(url)
+    error: OSError | None = None
     try:
         with socket.create_connection((parsed.host or "127.0.0.1", parsed.port or 0), timeout=2):
             pass
     except OSError as exc:
+        error = exc
+    if error is not None:
         pytest.fail(
-            f"{broker} is not reachable at {parsed.host}:{parsed.port} ({exc}); {_HOW[broker]}",
+            f"{broker} is not reachable at {parsed.host}:{parsed.port} ({error}); {_HOW[broker]}",
             pytrace=False,
         )
     return url
@@ -91,7 +94,15 @@ async def jetstream(nats_url: str) -> AsyncIterator[Any]:
 
     nc = await nats.connect(nats_url)
     try:
-        yield nc.jetstream()
+        js = nc.jetstream()
+        try:
+            await js.account_info()
+            enabled = True
+        except Exception:
+            enabled = False
+        if not enabled:
+            pytest.fail(f"NATS at {nats_url} has no JetStream; {_HOW['NATS']}", pytrace=False)
+        yield js
     finally:
         await nc.close()
 
