@@ -7,7 +7,8 @@ its Redis entry id), read after the burst; for RabbitMQ, which keeps no such tim
 in this process that records each arrival during the burst (so that run also pays for its
 consumer on the same cores). ``confirmed_per_s`` is N over the time
 from the due instant to the last arrival; ``all_succeeded_after_s`` is when the node had recorded
-every task succeeded (confirmed publishes only count as succeeded).
+every task succeeded (confirmed publishes only count as succeeded); ``failed_attempts`` counts
+the attempts that failed or timed out on the way (each was retried).
 
 Brokers: ``DUETIME_BENCH_AMQP_URL``, ``DUETIME_BENCH_NATS_URL``, ``DUETIME_BENCH_REDIS_URL``
 (default: the local services). Every run uses its own queue, stream or key, removed afterwards.
@@ -187,6 +188,7 @@ class _Loop:
 
 def _run(sink: _Sink, config: BenchConfig, workdir: Path) -> Figures:
     from duetime.bench import scenarios as sc
+    from duetime.bench.harness import metric_total
 
     consumer = _Loop()
     try:
@@ -204,6 +206,10 @@ def _run(sink: _Sink, config: BenchConfig, workdir: Path) -> Figures:
                     raise RuntimeError("creating the burst took longer than its lead time")
                 first = consumer.call(sink.arrivals(config.tasks, timeout=lead + 120))
                 drained_at = sc.wait_succeeded(proc.url, config.tasks)
+                retried = sum(
+                    metric_total(proc.url, "duetime_attempts_total", f'outcome="{outcome}"')
+                    for outcome in ("failed", "timed_out")
+                )
         finally:
             consumer.call(sink.close())
     finally:
@@ -217,6 +223,7 @@ def _run(sink: _Sink, config: BenchConfig, workdir: Path) -> Figures:
         "lag_p50_s": sc.percentile(lags, 50),
         "lag_p99_s": sc.percentile(lags, 99),
         "all_succeeded_after_s": drained_at - due.timestamp(),
+        "failed_attempts": retried,
     }
 
 
