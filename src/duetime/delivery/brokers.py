@@ -148,6 +148,10 @@ class Link(Generic[C]):
         try:
             if live:
                 await self._send_live(live)
+        except asyncio.CancelledError:  # the deliverer is closing: nobody waits in vain
+            for m in live:
+                m.settle(BrokerError("deliverer is closed"))
+            raise
         finally:
             self._running -= 1
             if self._pending:
