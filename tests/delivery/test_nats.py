@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -114,8 +115,6 @@ async def test_a_message_over_the_stream_limit_is_refused(
     try:
         target = {"type": "nats", "url": nats_url, "subject": f"{name}.due"}
         small, big = deliveries(target, 2)
-        from dataclasses import replace
-
         big = replace(big, task=replace(big.task, payload_json='{"pad":"' + "x" * 2000 + '"}'))
         outcomes = await deliver_all(deliverer, [small, big])
         assert outcomes[0].succeeded, outcomes[0]
@@ -218,3 +217,16 @@ def test_check_nats_target() -> None:
         with pytest.raises(ValidationError) as err:
             check_nats_target(target, allow_private=False)
         assert err.value.field == field, target
+
+
+async def test_a_core_message_over_the_server_limit_fails_alone(
+    deliverer: NatsDeliverer, nats_url: str
+) -> None:
+    subject = unique("big")
+    target = {"type": "nats", "url": nats_url, "subject": subject, "jetstream": False}
+    small, big = deliveries(target, 2)
+    pad = "x" * (2 * 1024 * 1024)  # over the default 1 MiB max_payload
+    big = replace(big, task=replace(big.task, payload_json=f'{{"pad":"{pad}"}}'))
+    outcomes = await deliver_all(deliverer, [small, big])
+    assert outcomes[0].succeeded, outcomes[0]
+    assert_failed(outcomes[1], retryable=True, text="over the server's")

@@ -136,11 +136,18 @@ class NatsDeliverer(BrokerDeliverer[_Connection]):
     async def publish(self, conn: _Connection, batch: Sequence[Message]) -> None:
         core = [m for m in batch if not m.target.jetstream]
         if core:
+            sent = []
             for m in core:
-                await conn.client.publish(m.target.subject, m.body, headers=m.headers)
+                try:
+                    await conn.client.publish(m.target.subject, m.body, headers=m.headers)
+                except nats.errors.MaxPayloadError:
+                    limit = conn.client.max_payload
+                    m.settle(BrokerError(f"nats: message is over the server's {limit}-byte limit"))
+                    continue
+                sent.append(m)
             # The server answers the flush's PING after it has read every publish before it.
             await conn.client.flush(timeout=max(1, int(core[0].delivery.task.timeout_seconds)))
-            for m in core:
+            for m in sent:
                 m.settle(None)
         sends: list[asyncio.Future[Any]] = []
         for m in batch:
