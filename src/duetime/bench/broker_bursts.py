@@ -1,11 +1,11 @@
 """Broker bursts (SPEC §6 "broker targets"): N tasks due at one instant, published by a duetime
 node to RabbitMQ, NATS JetStream or Redis Streams on loopback, each confirmed by the broker.
 
-Due-lag is measured at the broker, from the instant the tasks were due to the message being
-there: for NATS and Redis from the time the stream stored each message (its JetStream metadata,
-its Redis entry id), read after the burst; for RabbitMQ, which keeps no such time, by a consumer
-in this process that records each arrival during the burst (so that run also pays for its
-consumer on the same cores). ``confirmed_per_s`` is N over the time
+Due-lag runs from the instant the tasks were due to the message being stored: for NATS and
+Redis the time the stream stored each message (its JetStream metadata, its Redis entry id); for
+RabbitMQ, which keeps no such time, the time duetime recorded the confirmed publish (the task's
+``finished_at``), once the queue holds every message. All are read after the burst, so no
+consumer competes with the node for the cores during it. ``confirmed_per_s`` is N over the time
 from the due instant to the last arrival; ``all_succeeded_after_s`` is when the node had recorded
 every task succeeded (confirmed publishes only count as succeeded); ``failed_attempts`` counts
 the attempts that failed or timed out on the way (each was retried).
@@ -46,7 +46,7 @@ class _Sink:
 
     async def open(self) -> None: ...
 
-    async def arrivals(self, expected: int, timeout: float) -> Arrivals:
+    async def arrivals(self, expected: int, timeout: float, node_url: str) -> Arrivals:
         raise NotImplementedError
 
     async def close(self) -> None: ...
@@ -56,31 +56,50 @@ class _AmqpSink(_Sink):
     def __init__(self) -> None:
         self.queue = f"duetime-bench-{uuid.uuid4().hex[:8]}"
         self.target = {"type": "amqp", "url": AMQP_URL, "routing_key": self.queue}
-        self._seen: Arrivals = {}
 
     async def open(self) -> None:
         import aiormq
 
         self._conn = await aiormq.connect(AMQP_URL)
-        channel = await self._conn.channel()
-        await channel.queue_declare(self.queue, auto_delete=False)
-        await channel.basic_qos(prefetch_count=2000)
+        self._channel = await self._conn.channel()
+        await self._channel.queue_declare(self.queue, auto_delete=False)
 
-        async def on_message(msg: Any) -> None:
-            task_id = msg.header.properties.headers["duetime-task-id"]
-            if isinstance(task_id, bytes):
-                task_id = task_id.decode()
-            self._seen.setdefault(task_id, time.time())
-
-        await channel.basic_consume(self.queue, on_message, no_ack=True)
-        self._channel = channel
-
-    async def arrivals(self, expected: int, timeout: float) -> Arrivals:
-        return await _wait_for(self._seen, expected, timeout)
+    async def arrivals(self, expected: int, timeout: float, node_url: str) -> Arrivals:
+        deadline = time.monotonic() + timeout
+        while True:
+            declared = await self._channel.queue_declare(self.queue, passive=True)
+            if (declared.message_count or 0) >= expected:
+                break
+            if time.monotonic() > deadline:
+                return {}
+            await asyncio.sleep(0.05)
+        # RabbitMQ keeps no arrival time, and a live consumer would compete for the same cores:
+        # take when duetime recorded each confirmed publish (the task's finished_at).
+        return await _finished_at(node_url)
 
     async def close(self) -> None:
         await self._channel.queue_delete(self.queue)
         await self._conn.close()
+
+
+async def _finished_at(node_url: str) -> Arrivals:
+    """task id -> unix time the node recorded it succeeded, for every succeeded task."""
+    import httpx
+
+    seen: Arrivals = {}
+    cursor: str | None = None
+    async with httpx.AsyncClient(base_url=node_url, timeout=30) as client:
+        while True:
+            params: dict[str, Any] = {"status": "succeeded", "limit": 1000}
+            if cursor:
+                params["cursor"] = cursor
+            page = (await client.get("/v1/tasks", params=params)).json()
+            for task in page["items"]:
+                at = datetime.fromisoformat(task["finished_at"].replace("Z", "+00:00"))
+                seen[task["id"]] = at.timestamp()
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return seen
 
 
 class _NatsSink(_Sink):
@@ -96,7 +115,7 @@ class _NatsSink(_Sink):
         self._js = self._nc.jetstream()
         await self._js.add_stream(StreamConfig(name=self.stream, subjects=[f"{self.stream}.>"]))
 
-    async def arrivals(self, expected: int, timeout: float) -> Arrivals:
+    async def arrivals(self, expected: int, timeout: float, node_url: str) -> Arrivals:
         deadline = time.monotonic() + timeout
         while (await self._js.stream_info(self.stream)).state.messages < expected:
             if time.monotonic() > deadline:
@@ -131,7 +150,7 @@ class _RedisSink(_Sink):
 
         self._client = aioredis.Redis.from_url(REDIS_URL)
 
-    async def arrivals(self, expected: int, timeout: float) -> Arrivals:
+    async def arrivals(self, expected: int, timeout: float, node_url: str) -> Arrivals:
         deadline = time.monotonic() + timeout
         while await self._client.xlen(self.key) < expected:
             if time.monotonic() > deadline:
@@ -153,13 +172,6 @@ class _RedisSink(_Sink):
         await self._client.aclose()
 
 
-async def _wait_for(seen: Arrivals, expected: int, timeout: float) -> Arrivals:
-    deadline = time.monotonic() + timeout
-    while len(seen) < expected and time.monotonic() < deadline:  # noqa: ASYNC110 - polled
-        await asyncio.sleep(0.05)
-    return dict(seen)
-
-
 def _burst(make: Callable[[], _Sink], broker: str) -> Callable[[BenchConfig, Path], Figures]:
     def scenario(config: BenchConfig, workdir: Path) -> Figures:
         return _run(make(), config, workdir)
@@ -169,8 +181,8 @@ def _burst(make: Callable[[], _Sink], broker: str) -> Callable[[BenchConfig, Pat
 
 
 class _Loop:
-    """An event loop on a thread of its own, so the consumer keeps reading while this thread
-    creates the burst and waits (the shared bench helpers run their own ``asyncio.run``)."""
+    """An event loop on a thread of its own for the broker clients of a run, which outlive the
+    shared bench helpers' own ``asyncio.run`` calls."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -204,8 +216,8 @@ def _run(sink: _Sink, config: BenchConfig, workdir: Path) -> Figures:
                 asyncio.run(sc.create_batches(proc.url, bodies))
                 if datetime.now(UTC) >= due:
                     raise RuntimeError("creating the burst took longer than its lead time")
-                first = consumer.call(sink.arrivals(config.tasks, timeout=lead + 120))
-                drained_at = sc.wait_succeeded(proc.url, config.tasks)
+                drained_at = sc.wait_succeeded(proc.url, config.tasks, timeout=lead + 120)
+                first = consumer.call(sink.arrivals(config.tasks, 30, proc.url))
                 retried = sum(
                     metric_total(proc.url, "duetime_attempts_total", f'outcome="{outcome}"')
                     for outcome in ("failed", "timed_out")
