@@ -240,6 +240,10 @@ class BrokerDeliverer(Generic[C]):
     """
 
     kind = "broker"
+    default_parallel = 32
+    """Batches in flight per link. Dispatcher deliveries arrive over several event-loop turns,
+    so batches are often smaller than the dispatcher's slots; the dispatcher's concurrency, not
+    this, should bound the messages waiting for confirms."""
     schemes: tuple[str, ...] = ()
     tls_schemes: tuple[str, ...] = ()
 
@@ -250,12 +254,12 @@ class BrokerDeliverer(Generic[C]):
         resolver: Resolver | None = None,
         clock: Clock | None = None,
         max_batch: int = 500,
-        parallel: int = 4,
+        parallel: int | None = None,
         max_links: int = 256,
     ) -> None:
         self.allow_private = allow_private
         self.max_batch = max_batch
-        self.parallel = parallel
+        self.parallel = parallel or self.default_parallel
         self.max_links = max_links
         self._resolver = resolver
         self._guard: GuardedResolver | None = None
