@@ -162,7 +162,9 @@ async def test_a_connection_killed_mid_burst_loses_nothing(
 ) -> None:
     upstream = URL(amqp_url)
     proxy = TcpProxy(upstream.host or "127.0.0.1", upstream.port or 5672).start()
-    deliverer = AmqpDeliverer(allow_private=True)
+    deliverer = AmqpDeliverer(
+        allow_private=True, max_batch=100, parallel=2
+    )  # spread over round trips
     try:
         via = str(upstream.with_port(proxy.port))
         target = {"type": "amqp", "url": via, "exchange": "", "routing_key": queue}

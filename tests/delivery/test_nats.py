@@ -147,7 +147,9 @@ async def test_a_connection_killed_mid_burst_loses_nothing(
 ) -> None:
     upstream = URL(nats_url)
     proxy = TcpProxy(upstream.host or "127.0.0.1", upstream.port or 4222).start()
-    deliverer = NatsDeliverer(allow_private=True)
+    deliverer = NatsDeliverer(
+        allow_private=True, max_batch=100, parallel=2
+    )  # spread over round trips
     try:
         via = str(upstream.with_port(proxy.port))
         target = {"type": "nats", "url": via, "subject": f"{stream}.due"}

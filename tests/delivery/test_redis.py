@@ -110,7 +110,7 @@ async def test_a_connection_killed_mid_burst_loses_nothing(
 ) -> None:
     upstream = URL(redis_url)
     proxy = TcpProxy(upstream.host or "127.0.0.1", upstream.port or 6379).start()
-    deliverer = RedisDeliverer(allow_private=True, max_batch=100)
+    deliverer = RedisDeliverer(allow_private=True, max_batch=100, parallel=2)
     try:
         via = str(upstream.with_port(proxy.port))
         target = {"type": "redis", "url": via, "stream": stream}
