@@ -100,7 +100,7 @@ class _Connection:
 
 class AmqpDeliverer(BrokerDeliverer[_Connection]):
     """Delivers ``amqp`` tasks with publisher confirms and mandatory routing (needs the
-    ``duetime[amqp]`` extra: aiormq, the client under aio-pika)."""
+    ``duetime[amqp]`` extra: aiormq, the AMQP client aio-pika is built on)."""
 
     kind = "amqp"
     schemes = SCHEMES
