@@ -3,14 +3,21 @@ headers, and the bound on open connections per node."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from broker_helpers import deliver_all, deliveries, unique
+from nats.js.api import StreamConfig
+from yarl import URL
 
+from duetime.delivery.amqp import AmqpDeliverer
 from duetime.delivery.base import Delivery
 from duetime.delivery.headers import message_headers
+from duetime.delivery.nats import NatsDeliverer
 from duetime.delivery.redact import public_target, redact_url, scrub
 from duetime.delivery.redis import RedisDeliverer
 from duetime.testing.fakes import running_task
+from duetime.testing.tcpproxy import TcpProxy
 
 
 @pytest.mark.parametrize(
@@ -73,3 +80,45 @@ async def test_idle_connections_beyond_the_bound_are_closed(redis_url: str) -> N
             client = aioredis.Redis.from_url(url)
             await client.delete(stream)
             await client.aclose()
+
+
+async def test_a_broker_that_goes_away_and_comes_back_is_used_again(
+    amqp_url: str, nats_url: str, redis_url: str, rabbit: Any, jetstream: Any, redis_client: Any
+) -> None:
+    """A broker restart, played by a proxy that stops listening and drops its connections:
+    attempts during the outage fail retryable; after it, the same deliverer publishes again."""
+    queue, key = unique("q"), unique("s")
+    stream = unique("st").replace("-", "_")
+    await rabbit.queue_declare(queue, auto_delete=False)
+    await jetstream.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.>"]))
+    cases: list[tuple[Any, Any, dict[str, Any]]] = []
+    try:
+        for cls, url, target in (
+            (AmqpDeliverer, amqp_url, {"type": "amqp", "routing_key": queue}),
+            (NatsDeliverer, nats_url, {"type": "nats", "subject": f"{stream}.due"}),
+            (RedisDeliverer, redis_url, {"type": "redis", "stream": key}),
+        ):
+            upstream = URL(url)
+            proxy = TcpProxy(upstream.host or "127.0.0.1", upstream.port or 0).start()
+            target["url"] = str(upstream.with_port(proxy.port))
+            cases.append((cls(allow_private=True), proxy, target))
+        for deliverer, proxy, target in cases:
+            before = await deliver_all(deliverer, deliveries(target, 5))
+            assert all(o.succeeded for o in before), before
+            proxy.cut()  # down: the live connection drops, new ones are refused
+            during = await deliver_all(deliverer, deliveries(target, 5, timeout_seconds=3.0))
+            assert all(not o.succeeded and o.retryable for o in during), during
+            proxy.restore()  # back up
+            after = await deliver_all(deliverer, deliveries(target, 5))
+            assert all(o.succeeded for o in after), after
+        declared = await rabbit.queue_declare(queue, passive=True)
+        assert declared.message_count == 10
+        assert (await jetstream.stream_info(stream)).state.messages == 10
+        assert await redis_client.xlen(key) == 10
+    finally:
+        for deliverer, proxy, _ in cases:
+            await deliverer.close()
+            proxy.close()
+        await rabbit.queue_delete(queue)
+        await jetstream.delete_stream(stream)
+        await redis_client.delete(key)
