@@ -1,5 +1,5 @@
 """What the broker deliverers share: passwords hidden from responses and errors, the message
-headers, and the bound on open connections per node."""
+headers, the bound on open connections per node, and recovery after a broker restart."""
 
 from __future__ import annotations
 
