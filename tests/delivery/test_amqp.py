@@ -286,3 +286,21 @@ def test_check_amqp_target() -> None:
     check_amqp_target(
         {"type": "amqp", "url": "amqp://127.0.0.1/", "routing_key": "q"}, allow_private=True
     )
+
+
+async def test_tasks_due_together_go_out_as_one_batch_of_confirms(
+    deliverer: AmqpDeliverer, rabbit: Any, queue: str, amqp_url: str
+) -> None:
+    batches: list[int] = []
+    publish = deliverer.publish
+
+    async def counted(conn: Any, batch: Any) -> None:
+        batches.append(len(batch))
+        await publish(conn, batch)
+
+    deliverer.publish = counted  # type: ignore[method-assign]
+    target = {"type": "amqp", "url": amqp_url, "routing_key": queue}
+    outcomes = await deliver_all(deliverer, deliveries(target, 300))
+    assert all(o.succeeded for o in outcomes)
+    assert batches == [300]  # published together, confirms awaited together
+    assert len(await drain_all(rabbit, queue)) == 300

@@ -194,3 +194,21 @@ def test_check_redis_target() -> None:
         with pytest.raises(ValidationError) as err:
             check_redis_target(target, allow_private=False)
         assert err.value.field == field, target
+
+
+async def test_tasks_due_together_go_out_in_one_pipeline(
+    deliverer: RedisDeliverer, redis_client: Any, stream: str, redis_url: str
+) -> None:
+    batches: list[int] = []
+    publish = deliverer.publish
+
+    async def counted(conn: Any, batch: Any) -> None:
+        batches.append(len(batch))
+        await publish(conn, batch)
+
+    deliverer.publish = counted  # type: ignore[method-assign]
+    target = {"type": "redis", "url": redis_url, "stream": stream}
+    outcomes = await deliver_all(deliverer, deliveries(target, 300))
+    assert all(o.succeeded for o in outcomes)
+    assert batches == [300]  # one pipeline, one round trip, for the 300 tasks
+    assert await redis_client.xlen(stream) == 300
