@@ -15,7 +15,7 @@ import uvicorn
 
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
-from duetime.errors import ConfigError, ValidationError
+from duetime.errors import ConfigError
 from duetime.store import Store, store_from_url
 from duetime.types import TargetType
 
@@ -114,40 +114,18 @@ async def open_node_store(settings: Settings, *, migrate: bool = True) -> AsyncI
         await store.close()
 
 
-DELIVERED_TYPES = frozenset({TargetType.HTTP})
-"""Push target types this server can deliver (see :func:`build_deliverers`)."""
-
-
 def build_deliverers(settings: Settings) -> dict[TargetType, Deliverer]:
-    """The push deliverers this node runs, by target type."""
-    from duetime.delivery.webhook import WebhookDeliverer
+    """The push deliverers this node runs, by target type (see :mod:`duetime.delivery.registry`)."""
+    from duetime.delivery.registry import build_deliverers as build
 
-    return {
-        TargetType.HTTP: WebhookDeliverer(
-            allow_private=settings.private_targets_allowed,
-            max_connections=settings.dispatch_concurrency,
-        )
-    }
+    return build(settings)
 
 
 def build_target_validator(settings: Settings) -> Callable[[Mapping[str, Any]], None]:
     """Checks a target at create time, so a task that can never be delivered is a 422."""
-    from duetime.delivery.webhook import check_http_target
+    from duetime.delivery.registry import target_validator
 
-    pushable = {TargetType.WORKER, *DELIVERED_TYPES}
-
-    def validate(target: Mapping[str, Any]) -> None:
-        kind = target.get("type")
-        if kind == TargetType.HTTP:
-            check_http_target(target, allow_private=settings.private_targets_allowed)
-        elif kind not in pushable:
-            raise ValidationError(
-                f"target type {kind!r} has no deliverer on this server yet; "
-                f"use one of: {', '.join(sorted(pushable))}",
-                "target.type",
-            )
-
-    return validate
+    return target_validator(settings)
 
 
 class _Server(uvicorn.Server):

@@ -99,19 +99,33 @@ TARGETS: list[tuple[dict[str, Any], dict[str, Any]]] = [
     ),
     (
         {"type": "amqp", "url": "amqp://127.0.0.1/", "exchange": "ex", "routing_key": "rk"},
-        {"type": "amqp", "url": "amqp://127.0.0.1/", "exchange": "ex", "routing_key": "rk"},
+        {
+            "type": "amqp",
+            "url": "amqp://127.0.0.1/",
+            "exchange": "ex",
+            "routing_key": "rk",
+            "headers": {},
+            "persistent": True,
+        },
     ),
     (
-        {"type": "amqp", "url": "amqps://mq.example/", "routing_key": "jobs"},
-        {"type": "amqp", "url": "amqps://mq.example/", "exchange": "", "routing_key": "jobs"},
+        {"type": "amqp", "url": "amqps://u:pw@mq.example/", "routing_key": "jobs"},
+        {
+            "type": "amqp",
+            "url": "amqps://u:***@mq.example/",  # a broker password is never shown
+            "exchange": "",
+            "routing_key": "jobs",
+            "headers": {},
+            "persistent": True,
+        },
     ),
     (
         {"type": "nats", "url": "nats://127.0.0.1:4222", "subject": "jobs.send"},
-        {"type": "nats", "url": "nats://127.0.0.1:4222", "subject": "jobs.send"},
+        {"type": "nats", "url": "nats://127.0.0.1:4222", "subject": "jobs.send", "jetstream": True},
     ),
     (
-        {"type": "redis", "url": "redis://127.0.0.1:6379/0", "stream": "jobs"},
-        {"type": "redis", "url": "redis://127.0.0.1:6379/0", "stream": "jobs"},
+        {"type": "redis", "url": "redis://127.0.0.1:6379/0", "stream": "jobs", "maxlen": 5},
+        {"type": "redis", "url": "redis://127.0.0.1:6379/0", "stream": "jobs", "maxlen": 5},
     ),
 ]
 

@@ -20,11 +20,15 @@ from duetime.server import build_target_validator
 TOKEN = "a" * 32
 
 
-def test_target_validator_refuses_types_without_a_deliverer() -> None:
+def test_target_validator_checks_every_served_type() -> None:
     validate = build_target_validator(Settings(admin_token="t"))
     validate({"type": "worker"})
+    validate({"type": "amqp", "url": "amqp://mq.example", "exchange": "x"})
     with pytest.raises(ValidationError) as err:
         validate({"type": "amqp", "url": "amqp://127.0.0.1", "exchange": "x"})
+    assert err.value.field == "target.url"  # the private-address guard, as for webhooks
+    with pytest.raises(ValidationError) as err:
+        validate({"type": "carrier-pigeon"})
     assert err.value.field == "target.type"
 
 

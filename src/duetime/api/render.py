@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from duetime.delivery.redact import public_target
 from duetime.types import Attempt, SigningSecret, Task, Tenant
 
 _OPTIONS = orjson.OPT_UTC_Z
@@ -44,7 +45,7 @@ def task(t: Task) -> dict[str, Any]:
         "queue": t.queue,
         "status": t.status.value,
         "run_at": t.run_at,
-        "target": t.target,
+        "target": public_target(t.target),  # a broker URL's password is never shown
         "payload": orjson.Fragment(t.payload_json),
         "idempotency_key": t.idempotency_key,
         "priority": t.priority,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from duetime.api.deps import Services, bearer_token
 from duetime.api.schedule_schemas import DstIn, ScheduleCreate, SchedulePatchIn, TaskTemplateIn
 from duetime.api.schemas import TaskCreate
 from duetime.auth import hash_api_key
+from duetime.delivery.redact import public_target
 from duetime.errors import ValidationError
 from duetime.ids import is_uuid
 from duetime.schedule import describe, next_after, parse_spec
@@ -176,6 +178,7 @@ def schedule_json(s: Schedule, now: datetime) -> dict[str, Any]:
     spec = schedule_spec(s)
     data = config_to_json(s.config)
     data["start_at"], data["end_at"] = _utc(s.config.start_at), _utc(s.config.end_at)
+    data = _public(data)
     return {
         "id": s.id,
         **data,
@@ -206,9 +209,18 @@ def revision_json(r: ScheduleRevision) -> dict[str, Any]:
         "at": r.at,
         "actor": r.actor,
         "action": r.action,
-        "before": dict(r.before),
-        "after": dict(r.after),
+        "before": _public(r.before),
+        "after": _public(r.after),
     }
+
+
+def _public(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Schedule fields as the API shows them: a template's broker URL password is ``***``."""
+    out = dict(fields)
+    template = out.get("task")
+    if isinstance(template, Mapping) and isinstance(template.get("target"), Mapping):
+        out["task"] = {**template, "target": public_target(template["target"])}
+    return out
 
 
 def encode(text: str) -> str:

@@ -171,6 +171,12 @@ class AmqpTarget(StrictModel):
     url: Annotated[str, Field(max_length=2048), _url_checker("amqp", "amqps")]
     exchange: Annotated[str, Field(max_length=255)] = ""
     routing_key: Annotated[str, Field(max_length=255)] = Field(default="", validate_default=True)
+    headers: Annotated[
+        dict[str, Annotated[str, Field(max_length=8192)]],
+        Field(max_length=MAX_HEADERS),
+        AfterValidator(_check_headers),
+    ] = Field(default_factory=dict)
+    persistent: bool = Field(default=True, description="delivery_mode 2 (stored to disk).")
 
     @field_validator("routing_key")
     @classmethod
@@ -188,6 +194,7 @@ class NatsTarget(StrictModel):
     subject: Annotated[
         str, Field(min_length=1, max_length=255, pattern=r"^[^\s.*>]+(\.[^\s.*>]+)*$")
     ]
+    jetstream: bool = Field(default=True, description="false: core NATS publish + flush.")
 
 
 class RedisTarget(StrictModel):
@@ -196,6 +203,9 @@ class RedisTarget(StrictModel):
     type: Literal["redis"]
     url: Annotated[str, Field(max_length=2048), _url_checker("redis", "rediss")]
     stream: Annotated[str, Field(min_length=1, max_length=255)]
+    maxlen: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="Trim the stream to about this many entries (MAXLEN ~)."
+    )
 
 
 class WorkerTarget(StrictModel):

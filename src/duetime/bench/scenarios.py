@@ -22,6 +22,7 @@ import asyncpg
 import httpx
 import orjson
 
+from duetime.bench.broker_bursts import BROKER_SCENARIOS
 from duetime.bench.harness import (
     NodeOptions,
     Proc,
@@ -496,6 +497,7 @@ SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
     "herd-schedules": herd_schedules,
     "create-latency": create_latency,
     "create-throughput": create_throughput,
+    **BROKER_SCENARIOS,
 }
 
 

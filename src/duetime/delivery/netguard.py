@@ -207,11 +207,18 @@ def _is_localhost_name(host: str) -> bool:
     return name == "localhost" or name.endswith(".localhost")
 
 
-def check_url(url: str, *, allow_private: bool = False, field: str = "target.url") -> None:
-    """Refuse, at task-create time, a webhook URL that can never be delivered to.
+def check_url(
+    url: str,
+    *,
+    allow_private: bool = False,
+    field: str = "target.url",
+    schemes: tuple[str, ...] = ("http", "https"),
+) -> None:
+    """Refuse, at task-create time, a webhook (or broker) URL that can never be delivered to.
 
     Raises :class:`~duetime.errors.ValidationError` (naming ``field``) when the scheme is not
-    ``http``/``https``, the host is missing or looks like an IP address but is not one, or
+    one of ``schemes`` (``http``/``https`` for webhooks), the host is missing or looks like an
+    IP address but is not one, or
     (unless ``allow_private``) the host is a literal non-public IP address or a ``localhost``
     name. DNS names are not resolved here: a name is checked on its resolved address at every
     delivery.
@@ -223,8 +230,8 @@ def check_url(url: str, *, allow_private: bool = False, field: str = "target.url
         port = parsed.port
     except (ValueError, TypeError) as exc:
         raise ValidationError(f"url is not a valid URL: {exc}", field) from exc
-    if parsed.scheme not in ("http", "https"):
-        raise ValidationError("url scheme must be http or https", field)
+    if parsed.scheme not in schemes:
+        raise ValidationError(f"url scheme must be {' or '.join(schemes)}", field)
     host = parsed.raw_host
     if not host:
         raise ValidationError("url must name a host", field)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -35,6 +34,7 @@ from yarl import URL
 
 from duetime.clock import Clock, SystemClock
 from duetime.delivery.base import RESULT_LIMIT_BYTES, Delivery, Outcome
+from duetime.delivery.headers import HEADER_IDEMPOTENCY_KEY, SigningError, message_headers
 from duetime.delivery.http1 import ConnectError, HttpClientError, HttpPool, ResolveError
 from duetime.delivery.netguard import (
     ALLOW_HINT,
@@ -45,7 +45,7 @@ from duetime.delivery.netguard import (
     is_forbidden_address,
     literal_address,
 )
-from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, sign
+from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP
 from duetime.errors import ValidationError
 from duetime.text import clean
 from duetime.types import AttemptOutcome
@@ -53,10 +53,6 @@ from duetime.types import AttemptOutcome
 __all__ = ["ALLOWED_METHODS", "WebhookDeliverer", "check_http_target", "parse_retry_after"]
 
 ALLOWED_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE", "GET"})
-HEADER_TASK_ID = "duetime-task-id"
-HEADER_ATTEMPT = "duetime-attempt"
-HEADER_SCHEDULED_FOR = "duetime-scheduled-for"
-HEADER_IDEMPOTENCY_KEY = "idempotency-key"
 
 # Headers only duetime (or the HTTP client) may set; compared lower-cased.
 _RESERVED_HEADERS = frozenset(
@@ -138,12 +134,6 @@ def parse_retry_after(value: str, now: float) -> float | None:
     if not math.isfinite(seconds) or seconds < 0:
         return None
     return seconds
-
-
-def _rfc3339_utc(value: datetime) -> str:
-    if value.tzinfo is None:  # stores hand out aware datetimes; be safe with naive ones
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _result_json(body: bytes) -> str | None:
@@ -245,25 +235,12 @@ class WebhookDeliverer:
         return url
 
     def _headers(self, delivery: Delivery, body: bytes, extra: object) -> dict[str, str]:
-        task = delivery.task
-        msg_id = "msg_" + task.id
         timestamp = int(self._clock.now().timestamp())
-        headers = {
-            "user-agent": self._user_agent,
-            "content-type": _JSON,
-            HEADER_ID: msg_id,
-            HEADER_TIMESTAMP: str(timestamp),
-            HEADER_TASK_ID: task.id,
-            HEADER_ATTEMPT: str(delivery.attempt),
-            HEADER_IDEMPOTENCY_KEY: task.idempotency_key or task.id,
-        }
-        if delivery.secrets:
-            try:
-                headers[HEADER_SIGNATURE] = sign(msg_id, timestamp, body, delivery.secrets)
-            except ValueError as exc:
-                raise _Refused(f"cannot sign: {exc}") from exc
-        if task.scheduled_for is not None:
-            headers[HEADER_SCHEDULED_FOR] = _rfc3339_utc(task.scheduled_for)
+        try:
+            signed = message_headers(delivery, body, timestamp)
+        except SigningError as exc:
+            raise _Refused(str(exc)) from exc
+        headers = {"user-agent": self._user_agent, "content-type": _JSON, **signed}
         if not extra:
             return headers
         if not isinstance(extra, Mapping):

@@ -1,0 +1,59 @@
+"""The headers every pushed message carries (SPEC §4), for webhooks and broker messages alike."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from duetime.delivery.base import Delivery
+from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, sign
+
+__all__ = [
+    "HEADER_ATTEMPT",
+    "HEADER_IDEMPOTENCY_KEY",
+    "HEADER_SCHEDULED_FOR",
+    "HEADER_TASK_ID",
+    "SigningError",
+    "message_headers",
+]
+
+HEADER_TASK_ID = "duetime-task-id"
+HEADER_ATTEMPT = "duetime-attempt"
+HEADER_SCHEDULED_FOR = "duetime-scheduled-for"
+HEADER_IDEMPOTENCY_KEY = "idempotency-key"
+
+
+class SigningError(ValueError):
+    """A live signing secret cannot sign (the delivery fails without a retry)."""
+
+
+def _rfc3339_utc(value: datetime) -> str:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def message_headers(delivery: Delivery, body: bytes, timestamp: int) -> dict[str, str]:
+    """The Standard Webhooks-style headers of SPEC §4 for one delivery (webhooks and brokers).
+
+    ``webhook-id`` (``msg_<task id>``), ``webhook-timestamp``, ``webhook-signature`` (one per
+    live secret; absent when the tenant has none), ``duetime-task-id``, ``duetime-attempt``,
+    ``idempotency-key`` (the task's key, or its id) and, for schedule-made tasks,
+    ``duetime-scheduled-for``. Raises :class:`SigningError` when a secret cannot sign.
+    """
+    task = delivery.task
+    msg_id = "msg_" + task.id
+    headers = {
+        HEADER_ID: msg_id,
+        HEADER_TIMESTAMP: str(timestamp),
+        HEADER_TASK_ID: task.id,
+        HEADER_ATTEMPT: str(delivery.attempt),
+        HEADER_IDEMPOTENCY_KEY: task.idempotency_key or task.id,
+    }
+    if delivery.secrets:
+        try:
+            headers[HEADER_SIGNATURE] = sign(msg_id, timestamp, body, delivery.secrets)
+        except ValueError as exc:
+            raise SigningError(f"cannot sign: {exc}") from exc
+    if task.scheduled_for is not None:
+        headers[HEADER_SCHEDULED_FOR] = _rfc3339_utc(task.scheduled_for)
+    return headers
