@@ -36,7 +36,7 @@ async def node(sqlite_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Store]
     app = create_app(settings, store, validate_target=build_target_validator(settings))
     try:
         async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://duetime.test"
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8080"
         ) as client:
             yield client, store
     finally:
