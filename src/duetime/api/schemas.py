@@ -11,6 +11,7 @@ path); the ``*Out`` models below only describe them in ``/openapi.json``.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from datetime import UTC, datetime
@@ -29,11 +30,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from duetime.text import is_clean
 from duetime.types import RetryPolicy
 
 MAX_BATCH = 1000
 MAX_LIST_LIMIT = 1000
 MAX_TIMEOUT_SECONDS = 3600.0
+MIN_TIMEOUT_SECONDS = 0.001
+MIN_RETRY_DELAY_SECONDS = 0.001
 MAX_DELAY_SECONDS = 10 * 365 * 86400.0
 MAX_RETRY_DELAY_SECONDS = 30 * 86400.0
 MAX_OVERLAP_SECONDS = 30 * 86400.0
@@ -41,10 +45,15 @@ MAX_DEPENDS_ON = 100
 MAX_LABELS = 64
 MAX_HEADERS = 64
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""Every date-time the API accepts lies in ``[EARLIEST, LATEST)``: far enough from the ends of
+Python's, SQLite's and PostgreSQL's ranges that arithmetic on it (delays, retries, schedule
+steps) cannot overflow."""
 _DEFAULT_RETRY = RetryPolicy()
 
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
-_NO_CONTROL = r"^[^\x00-\x1f\x7f]+$"
+_NO_CONTROL = r"^[^\x00-\x1f\x7f-\x9f]+$"
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
 # Headers duetime sets itself on every delivery, or that HTTP owns: a task may not override them.
 _RESERVED_HEADERS = frozenset(
@@ -67,18 +76,23 @@ def parse_rfc3339(value: object) -> datetime:
     Raises a pydantic error for anything else — notably a naive time, whose zone would be a guess.
     """
     if isinstance(value, datetime) and value.tzinfo is not None:
-        return value.astimezone(UTC)
+        value = value.isoformat()
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
         raise PydanticCustomError(
             "rfc3339",
             "must be an RFC 3339 date-time with an offset, e.g. 2026-12-01T15:00:00Z",
         )
     try:
-        return datetime.fromisoformat(value.upper()).astimezone(UTC)
+        parsed = datetime.fromisoformat(value.upper()).astimezone(UTC)
     except (ValueError, OverflowError) as exc:
         raise PydanticCustomError(
             "rfc3339", "not a valid date-time: {error}", {"error": str(exc)}
         ) from None
+    if not EARLIEST <= parsed < LATEST:
+        raise PydanticCustomError(
+            "date_range", "must be from 1970-01-01T00:00:00Z up to (not including) 9000-01-01"
+        )
+    return parsed
 
 
 def _canonical_uuid(value: str) -> str:
@@ -113,11 +127,42 @@ def _check_headers(headers: dict[str, str]) -> dict[str, str]:
             raise PydanticCustomError(
                 "header_reserved", "header {name} is set by duetime itself", {"name": name}
             )
-        if any(ch in value for ch in "\r\n\x00"):
+        # Tab is the one control character a header value may hold (RFC 9110 field-vchar).
+        if not is_clean(value.replace("\t", " ")):
             raise PydanticCustomError(
-                "header_value", "header {name} has a line break or NUL in its value", {"name": name}
+                "header_value",
+                "header {name} has a control character or lone surrogate in its value",
+                {"name": name},
             )
     return headers
+
+
+def _clean_text(value: str) -> str:
+    """Refuse control characters and lone surrogates (the rule of :func:`duetime.text.check`)."""
+    if not is_clean(value):
+        raise PydanticCustomError(
+            "control_characters", "must not contain control characters or lone surrogates"
+        )
+    return value
+
+
+def _finite(value: Any) -> Any:
+    """Refuse ``NaN`` and infinities (``1e400`` parses as one) anywhere in a JSON value: JSON
+    cannot hold them, and storing them would silently turn them into ``null``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if not math.isfinite(item):
+                raise PydanticCustomError(
+                    "finite_number", "must not contain NaN or infinite numbers"
+                )
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+    return value
 
 
 Rfc3339 = Annotated[
@@ -135,11 +180,16 @@ QueueName = Annotated[
         description="1-128 characters: letters, digits, `.`, `_`, `:`, `-`; starts alphanumeric.",
     ),
 ]
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=_NO_CONTROL)]
-Key = Annotated[str, Field(min_length=1, max_length=255, pattern=_NO_CONTROL)]
+CleanText = AfterValidator(_clean_text)
+"""Refuses control characters and lone surrogates in a text field (a 422 naming it)."""
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=_NO_CONTROL), CleanText]
+Key = Annotated[str, Field(min_length=1, max_length=255, pattern=_NO_CONTROL), CleanText]
 LabelKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")]
+LabelValue = Annotated[str, Field(max_length=256), CleanText]
+JsonAny = Annotated[Any, AfterValidator(_finite)]
+"""Any JSON value without NaN or infinities."""
 Labels = Annotated[
-    dict[LabelKey, Annotated[str, Field(max_length=256)]],
+    dict[LabelKey, LabelValue],
     Field(max_length=MAX_LABELS, description="Up to 64 labels; keys have no `:`."),
 ]
 Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
@@ -214,10 +264,12 @@ class RetryIn(StrictModel):
     """Backoff for failed attempts; omitted fields take the defaults."""
 
     max_attempts: Annotated[int, Field(ge=1, le=1000)] = _DEFAULT_RETRY.max_attempts
-    initial_delay_seconds: Annotated[float, Field(gt=0, le=MAX_RETRY_DELAY_SECONDS)] = (
-        _DEFAULT_RETRY.initial_delay_seconds
-    )
-    max_delay_seconds: Annotated[float, Field(gt=0, le=MAX_RETRY_DELAY_SECONDS)] = Field(
+    initial_delay_seconds: Annotated[
+        float, Field(ge=MIN_RETRY_DELAY_SECONDS, le=MAX_RETRY_DELAY_SECONDS)
+    ] = _DEFAULT_RETRY.initial_delay_seconds
+    max_delay_seconds: Annotated[
+        float, Field(ge=MIN_RETRY_DELAY_SECONDS, le=MAX_RETRY_DELAY_SECONDS)
+    ] = Field(
         default=_DEFAULT_RETRY.max_delay_seconds, validate_default=True
     )
     multiplier: Annotated[float, Field(ge=1, le=100)] = _DEFAULT_RETRY.multiplier
@@ -250,11 +302,13 @@ class TaskCreate(StrictModel):
     run_at: Rfc3339 | None = None
     delay_seconds: Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS)] | None = None
     target: Target
-    payload: Any = Field(default=None, description="Any JSON; at most max_payload_bytes encoded.")
+    payload: JsonAny = Field(
+        default=None, description="Any JSON; at most max_payload_bytes encoded."
+    )
     idempotency_key: Key | None = None
     priority: Priority = 0
     retry: RetryIn | None = None
-    timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)] = 30.0
+    timeout_seconds: Annotated[float, Field(ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS)] = 30.0
     depends_on: Annotated[list[TaskId], Field(max_length=MAX_DEPENDS_ON)] = Field(
         default_factory=list
     )
@@ -280,7 +334,7 @@ class TaskPatchIn(StrictModel):
     set; ``payload: null`` sets the payload to JSON null; the other fields may not be null."""
 
     run_at: Rfc3339 | None = None
-    payload: Any = None
+    payload: JsonAny = None
     priority: Priority | None = None
     labels: Labels | None = None
 

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
-from duetime.api.convert import query_time
+from duetime.api.convert import path_id, query_time, text_filter
 from duetime.api.deps import Caller, TenantCall, body_schema, json_body
 from duetime.api.problems import problem_responses
 from duetime.api.schedule_ops import (
@@ -81,8 +81,17 @@ def _ok(model: Any, description: str = "The schedule") -> dict[int | str, dict[s
     return {200: {"model": model, "description": description}, **_ONE}
 
 
+def _sid(raw: str) -> str:
+    """A path's schedule id: 422 naming ``schedule_id`` for control characters, 404 for anything
+    that is not a UUID (no schedule can have it)."""
+    found = path_id(raw, "schedule_id")
+    if found is None:
+        raise NotFound(f"no schedule {raw!r}")
+    return found
+
+
 async def _get(call: Caller, schedule_id: str) -> Schedule:
-    found = await call.store.schedule_get(call.tenant_id, schedule_id)
+    found = await call.store.schedule_get(call.tenant_id, _sid(schedule_id))
     if found is None:
         raise NotFound(f"no schedule {schedule_id!r}")
     return found
@@ -103,7 +112,7 @@ async def _change(
         if change is None:
             return current
         try:
-            return await call.store.schedule_update(call.tenant_id, schedule_id, change)
+            return await call.store.schedule_update(call.tenant_id, current.id, change)
         except Conflict:
             if attempt == _CHANGE_RETRIES - 1:
                 raise
@@ -150,8 +159,8 @@ async def list_schedules(
     query = ScheduleFilter(
         tenant_id=call.tenant_id,
         paused=paused,
-        queue=queue,
-        name=name,
+        queue=text_filter(queue, "queue"),
+        name=text_filter(name, "name"),
         limit=limit + 1,
         cursor=decode_schedule_cursor(cursor) if cursor else None,
     )
@@ -200,9 +209,9 @@ async def delete_schedule(schedule_id: str, call: TenantCall, request: Request) 
     """Delete the schedule and cancel its pending (never started) occurrences."""
     current = await _get(call, schedule_id)
     cancelled = await call.store.schedule_delete(
-        call.tenant_id, schedule_id, await actor_of(request), config_to_json(current.config)
+        call.tenant_id, current.id, await actor_of(request), config_to_json(current.config)
     )
-    body = {"id": schedule_id, "deleted": True, "cancelled_tasks": cancelled}
+    body = {"id": current.id, "deleted": True, "cancelled_tasks": cancelled}
     return render.json_response(body)
 
 
@@ -271,7 +280,7 @@ async def trigger_schedule(schedule_id: str, call: TenantCall, request: Request)
     actor = await actor_of(request)
     [made] = await call.store.schedule_occurrences_create(
         call.tenant_id,
-        schedule_id,
+        current.id,
         [occurrence_task(current, now, now)],
         TickOutcome.TRIGGERED,
         f"triggered by {actor}" if actor else "triggered",
@@ -309,7 +318,7 @@ async def backfill_schedule(schedule_id: str, call: TenantCall, request: Request
     ]
     detail = f"backfill of {body.start.isoformat()} .. {body.end.isoformat()}"
     made = await call.store.schedule_occurrences_create(
-        call.tenant_id, schedule_id, tasks, TickOutcome.BACKFILLED, detail
+        call.tenant_id, current.id, tasks, TickOutcome.BACKFILLED, detail
     )
     items = [
         {
@@ -377,7 +386,7 @@ async def list_ticks(
                 ) from None
     query = TickFilter(
         tenant_id=call.tenant_id,
-        schedule_id=schedule_id,
+        schedule_id=_sid(schedule_id),
         outcomes=tuple(outcomes),
         limit=limit + 1,
         cursor=decode_tick_cursor(cursor) if cursor else None,
@@ -402,7 +411,7 @@ async def list_revisions(
     """When, by which API key, and the fields before and after; newest first."""
     found = await call.store.schedule_revision_list(
         call.tenant_id,
-        schedule_id,
+        _sid(schedule_id),
         limit=limit + 1,
         cursor=decode_revision_cursor(cursor) if cursor else None,
     )
