@@ -28,6 +28,7 @@ from duetime.api.schedule_ops import (
     decode_schedule_cursor,
     decode_tick_cursor,
     encode,
+    next_run_after,
     revision_json,
     schedule_json,
     tick_cursor,
@@ -51,7 +52,8 @@ from duetime.api.schedule_schemas import (
 )
 from duetime.api.schemas import MAX_LIST_LIMIT
 from duetime.errors import Conflict, NotFound, ValidationError
-from duetime.schedule import next_after, occurrences_after, occurrences_between
+from duetime.schedule import occurrences_after, occurrences_between
+from duetime.schedule.budget import Budget, within_budget
 from duetime.schedule.config import (
     config_diff,
     config_to_json,
@@ -131,7 +133,8 @@ async def create_schedule(call: TenantCall, request: Request) -> Response:
     body = await json_body(request, ScheduleCreate)
     now = await call.store.now()
     anchor = anchor_from(now)
-    config = config_from_create(body, call.builder, call.tenant_id, anchor)
+    config = config_from_create(body, call.builder, call.tenant_id, anchor, now)
+    spec = spec_of(config, anchor)
     created = await call.store.schedule_create(
         NewSchedule(
             tenant_id=call.tenant_id,
@@ -141,7 +144,7 @@ async def create_schedule(call: TenantCall, request: Request) -> Response:
             actor=await actor_of(request),
             revision=config_to_json(config),
             # Known now, so the materializer reads the schedule only once it is nearly due.
-            next_run_at=next_after(spec_of(config, anchor), now),
+            next_run_at=next_run_after(spec, now),
         )
     )
     return render.json_response(schedule_json(created, now), 201)
@@ -168,7 +171,8 @@ async def list_schedules(
     page = found[:limit]
     now = await call.store.now()
     next_cursor = encode(page[-1].id) if len(found) > limit else None
-    items = [schedule_json(s, now) for s in page]
+    budget = Budget()  # one for the page: a list never searches longer than one read may
+    items = [schedule_json(s, now, budget) for s in page]
     return render.json_response({"items": items, "next_cursor": next_cursor})
 
 
@@ -190,11 +194,11 @@ async def patch_schedule(schedule_id: str, call: TenantCall, request: Request) -
     actor = await actor_of(request)
 
     async def make(current: Schedule) -> ScheduleChange | None:
-        config = config_from_patch(current, body, call.builder)
+        now = await call.store.now()
+        config = config_from_patch(current, body, call.builder, now)
         before, after = config_diff(config_to_json(current.config), config_to_json(config))
         if not before and not after:
             return None
-        now = await call.store.now()
         return ScheduleChange(
             current.version, "update", actor, before, after, config=config, rewind_to=now
         )
@@ -306,10 +310,11 @@ async def backfill_schedule(schedule_id: str, call: TenantCall, request: Request
     if body.end > now:
         raise ValidationError("end must not be in the future: backfill makes past occurrences",
                               field="end")  # fmt: skip
-    found = occurrences_between(
-        schedule_spec(current), body.start - timedelta(microseconds=1), body.end,
-        body.max_runs + 1,
-    )  # fmt: skip
+    with within_budget("start", "the occurrences between start and end"):
+        found = occurrences_between(
+            schedule_spec(current), body.start - timedelta(microseconds=1), body.end,
+            body.max_runs + 1,
+        )  # fmt: skip
     truncated = len(found) > body.max_runs
     step = 1.0 / body.rate_per_second
     tasks = [
@@ -356,10 +361,9 @@ async def upcoming(
     start = query_time(after, "after") or await call.store.now()
     spec = schedule_spec(current)
     zone = spec.zone
-    items = [
-        {"at": o.nominal.astimezone(zone).isoformat(), "note": o.note}
-        for o in occurrences_after(spec, start, count)
-    ]
+    with within_budget("count", f"{count} fire times after {start.isoformat()}"):
+        found = occurrences_after(spec, start, count)
+    items = [{"at": o.nominal.astimezone(zone).isoformat(), "note": o.note} for o in found]
     return render.json_response({"items": items})
 
 
