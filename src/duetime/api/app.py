@@ -21,6 +21,7 @@ from duetime import __version__
 from duetime.api import problems
 from duetime.api.convert import TaskBuilder
 from duetime.api.deps import Authenticator, Services
+from duetime.api.limits import HeaderLimits
 from duetime.api.queue_schemas import (
     CompleteBatchIn,
     CompleteIn,
@@ -126,6 +127,7 @@ def create_app(
         batch_body_limit=max(BATCH_BODY_LIMIT_BYTES, body_limit),
     )
     problems.install(app)
+    app.add_middleware(HeaderLimits)  # 431 for oversized header sets, before anything else
     for router in ROUTERS:
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
