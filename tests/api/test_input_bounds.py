@@ -159,7 +159,7 @@ async def test_non_finite_numbers_in_json_values_are_422_not_stored_as_null(
     api: httpx.AsyncClient,
 ) -> None:
     headers = {"content-type": "application/json"}
-    for literal in ("NaN", "Infinity", "-Infinity", "1e400", '{"a": [1, -1e999]}'):
+    for literal in ("NaN", "Infinity", "-Infinity", "1e400", '{"a": [1, -1e999]}', "2" * 40):
         with case(literal):
             raw = '{"target": {"type": "worker"}, "payload": %s}' % literal
             resp = await api.post("/v1/tasks", content=raw, headers=headers)
@@ -179,6 +179,9 @@ async def test_non_finite_numbers_in_json_values_are_422_not_stored_as_null(
         f"/v1/leases/{held['lease_id']}/complete", content='{"result": Infinity}', headers=headers
     )
     assert_problem(resp, 422, "result")
+    items = '{"items": [{"lease_id": "%s", "result": [%s]}]}' % (held["lease_id"], "9" * 40)
+    resp = await api.post("/v1/leases/complete", content=items, headers=headers)
+    assert_problem(resp, 422, "items.0.result")
 
 
 async def test_numbers_are_bounded_where_parsed(api: httpx.AsyncClient) -> None:

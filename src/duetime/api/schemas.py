@@ -137,6 +137,9 @@ def _check_headers(headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
 def _clean_text(value: str) -> str:
     """Refuse control characters and lone surrogates (the rule of :func:`duetime.text.check`)."""
     if not is_clean(value):
@@ -148,7 +151,8 @@ def _clean_text(value: str) -> str:
 
 def _finite(value: Any) -> Any:
     """Refuse ``NaN`` and infinities (``1e400`` parses as one) anywhere in a JSON value: JSON
-    cannot hold them, and storing them would silently turn them into ``null``."""
+    cannot hold them, and storing them would silently turn them into ``null``. Integers must fit
+    in 64 bits (what the JSON encoder, and most receivers, can represent)."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -157,6 +161,11 @@ def _finite(value: Any) -> Any:
             if not math.isfinite(item):
                 raise PydanticCustomError(
                     "finite_number", "must not contain NaN or infinite numbers"
+                )
+        elif kind is int:
+            if not _INT_MIN <= item <= _INT_MAX:
+                raise PydanticCustomError(
+                    "int_range", "must not contain integers beyond 64 bits"
                 )
         elif kind is dict:
             stack.extend(item.values())

@@ -16,7 +16,7 @@ router = APIRouter(
     prefix="/v1/admin",
     tags=["admin"],
     dependencies=[Depends(admin_call)],
-    responses=problem_responses(401, 422, 503),
+    responses=problem_responses(400, 401, 422, 503),
 )
 
 

@@ -13,7 +13,9 @@ from duetime.auth import new_signing_secret
 from duetime.delivery.signing import MAX_LIVE_SECRETS
 from duetime.errors import Conflict, NotFound
 
-router = APIRouter(prefix="/v1/tenant", tags=["tenant"], responses=problem_responses(401, 422, 503))
+router = APIRouter(
+    prefix="/v1/tenant", tags=["tenant"], responses=problem_responses(400, 401, 422, 503)
+)
 
 
 @router.get(
