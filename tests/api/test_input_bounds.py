@@ -161,10 +161,10 @@ async def test_non_finite_numbers_in_json_values_are_422_not_stored_as_null(
     headers = {"content-type": "application/json"}
     for literal in ("NaN", "Infinity", "-Infinity", "1e400", '{"a": [1, -1e999]}', "2" * 40):
         with case(literal):
-            raw = '{"target": {"type": "worker"}, "payload": %s}' % literal
+            raw = f'{{"target": {{"type": "worker"}}, "payload": {literal}}}'
             resp = await api.post("/v1/tasks", content=raw, headers=headers)
             assert_problem(resp, 422, "payload")
-            raw = '{"tasks": [{"target": {"type": "worker"}, "payload": %s}]}' % literal
+            raw = f'{{"tasks": [{{"target": {{"type": "worker"}}, "payload": {literal}}}]}}'
             resp = await api.post("/v1/tasks/batch", content=raw, headers=headers)
             assert_problem(resp, 422, "tasks.0.payload")
     assert (await api.get("/v1/tasks")).json()["items"] == []
@@ -179,7 +179,8 @@ async def test_non_finite_numbers_in_json_values_are_422_not_stored_as_null(
         f"/v1/leases/{held['lease_id']}/complete", content='{"result": Infinity}', headers=headers
     )
     assert_problem(resp, 422, "result")
-    items = '{"items": [{"lease_id": "%s", "result": [%s]}]}' % (held["lease_id"], "9" * 40)
+    big = "9" * 40
+    items = f'{{"items": [{{"lease_id": "{held["lease_id"]}", "result": [{big}]}}]}}'
     resp = await api.post("/v1/leases/complete", content=items, headers=headers)
     assert_problem(resp, 422, "items.0.result")
 
@@ -195,7 +196,8 @@ async def test_numbers_are_bounded_where_parsed(api: httpx.AsyncClient) -> None:
             )
             assert_problem(resp, 422, "rate_per_second")
     headers = {"content-type": "application/json"}
-    raw = '{"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z", "rate_per_second": NaN}'
+    raw = '{"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z", '
+    raw += '"rate_per_second": NaN}'
     resp = await api.post(f"/v1/schedules/{sid}/backfill", content=raw, headers=headers)
     assert_problem(resp, 422, "rate_per_second")
     bad: list[tuple[str, dict[str, Any]]] = [
@@ -230,5 +232,6 @@ async def test_numbers_are_bounded_where_parsed(api: httpx.AsyncClient) -> None:
         with case(body):
             resp = await api.post("/v1/queues/q/lease", json=body)
             assert_problem(resp, 422, field)
-    assert_problem(await api.post("/v1/tenant/signing-secrets/rotate",
-                                  json={"overlap_seconds": 1e12}), 422, "overlap_seconds")  # fmt: skip
+    rotate = "/v1/tenant/signing-secrets/rotate"
+    resp = await api.post(rotate, json={"overlap_seconds": 1e12})
+    assert_problem(resp, 422, "overlap_seconds")

@@ -40,7 +40,9 @@ async def _pg_database(template: str) -> str:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
     if request.param == "postgres":
         template = request.getfixturevalue("pg_template")
         url = asyncio.run(_pg_database(template))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import schemathesis
+from contract_server import ADMIN_TOKEN, Server
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -14,8 +15,6 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-
-from contract_server import ADMIN_TOKEN, Server
 
 from duetime.api.app import create_app
 from duetime.config import Settings

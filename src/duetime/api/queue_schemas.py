@@ -7,7 +7,7 @@ refused. Responses are rendered by hand (:mod:`duetime.api.routes.leases` and
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 

@@ -37,7 +37,7 @@ MAX_CATCHUP_RUNS = 10_000
 MAX_BACKFILL_RUNS = 10_000
 MAX_BACKFILL_RATE = 1_000.0
 MIN_BACKFILL_RATE = 0.001
-"""One occurrence per 1,000 s: the slowest release, so ``max_runs`` spread over at most ~4 months."""
+"""One occurrence per 1,000 s: the slowest release (``max_runs`` spread over at most ~4 months)."""
 MAX_UPCOMING = 1000
 
 Overlap = Literal["allow", "skip", "buffer_one"]

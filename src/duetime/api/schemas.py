@@ -164,9 +164,7 @@ def _finite(value: Any) -> Any:
                 )
         elif kind is int:
             if not _INT_MIN <= item <= _INT_MAX:
-                raise PydanticCustomError(
-                    "int_range", "must not contain integers beyond 64 bits"
-                )
+                raise PydanticCustomError("int_range", "must not contain integers beyond 64 bits")
         elif kind is dict:
             stack.extend(item.values())
         elif kind is list:
@@ -278,9 +276,7 @@ class RetryIn(StrictModel):
     ] = _DEFAULT_RETRY.initial_delay_seconds
     max_delay_seconds: Annotated[
         float, Field(ge=MIN_RETRY_DELAY_SECONDS, le=MAX_RETRY_DELAY_SECONDS)
-    ] = Field(
-        default=_DEFAULT_RETRY.max_delay_seconds, validate_default=True
-    )
+    ] = Field(default=_DEFAULT_RETRY.max_delay_seconds, validate_default=True)
     multiplier: Annotated[float, Field(ge=1, le=100)] = _DEFAULT_RETRY.multiplier
     jitter: Annotated[float, Field(ge=0, le=1)] = _DEFAULT_RETRY.jitter
 
