@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from api_helpers import assert_problem, case
+from api_helpers import ADMIN_TOKEN, assert_problem, case
 from lease_helpers import lease
 
 WORKER = {"type": "worker"}
@@ -71,6 +71,10 @@ async def test_control_characters_in_filters_and_path_ids_are_422_naming_them(
         ):
             with case(path):
                 assert_problem(await api.get(path), 422, field)
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    resp = await api.post("/v1/admin/tenants/a%00b/keys", headers=admin)
+    assert_problem(resp, 422, "tenant_id")
+    assert_problem(await api.delete("/v1/admin/keys/a%00b", headers=admin), 422, "key_id")
     # Not a UUID but clean: no such resource.
     assert_problem(await api.get("/v1/schedules/nope"), 404)
     assert_problem(await api.get("/v1/tasks/nope"), 404)

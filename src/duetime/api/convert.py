@@ -159,6 +159,12 @@ def text_filter(value: str | None, field: str) -> str | None:
     return None if value is None else check(value, field, max_length=MAX_FILTER_CHARS)
 
 
+def path_text(raw: str, field: str) -> str:
+    """A path segment naming a resource, refused (422 naming ``field``) when it holds a control
+    character or a lone surrogate, or is too long to name anything."""
+    return check(raw, field, max_length=MAX_FILTER_CHARS)
+
+
 def path_id(raw: str, field: str) -> str | None:
     """The canonical form of a UUID path id; None when it is not one (the caller's 404). A
     control character or lone surrogate is a 422 naming ``field``."""
