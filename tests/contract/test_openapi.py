@@ -20,7 +20,7 @@ from duetime.api.app import create_app
 from duetime.config import Settings
 from duetime.store import store_from_url
 
-MAX_EXAMPLES = 12
+MAX_EXAMPLES = 10
 
 
 def _document() -> dict[str, Any]:
