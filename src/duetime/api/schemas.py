@@ -73,17 +73,20 @@ _RESERVED_HEADERS = frozenset(
 def parse_rfc3339(value: object) -> datetime:
     """An RFC 3339 date-time *with* an offset (``Z`` or ``±hh:mm``), as an aware UTC datetime.
 
-    Raises a pydantic error for anything else — notably a naive time, whose zone would be a guess.
+    Raises a pydantic error for anything else — notably a naive time, whose zone would be a guess
+    — and for an instant outside ``[EARLIEST, LATEST)``.
     """
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        value = value.isoformat()
-    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+    aware = isinstance(value, datetime) and value.tzinfo is not None
+    if not aware and (not isinstance(value, str) or not _RFC3339.fullmatch(value)):
         raise PydanticCustomError(
             "rfc3339",
             "must be an RFC 3339 date-time with an offset, e.g. 2026-12-01T15:00:00Z",
         )
     try:
-        parsed = datetime.fromisoformat(value.upper()).astimezone(UTC)
+        if isinstance(value, datetime):
+            parsed = value.astimezone(UTC)
+        else:
+            parsed = datetime.fromisoformat(str(value).upper()).astimezone(UTC)
     except (ValueError, OverflowError) as exc:
         raise PydanticCustomError(
             "rfc3339", "not a valid date-time: {error}", {"error": str(exc)}
