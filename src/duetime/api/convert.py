@@ -18,8 +18,9 @@ from typing import Any
 import orjson
 from pydantic_core import PydanticCustomError
 
+from duetime.api.fields import parse_rfc3339
 from duetime.api.problems import PayloadTooLarge
-from duetime.api.schemas import TaskCreate, TaskPatchIn, parse_rfc3339
+from duetime.api.schemas import TaskCreate, TaskPatchIn
 from duetime.errors import ValidationError
 from duetime.ids import is_uuid
 from duetime.store.protocols import Store

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from duetime.api.schemas import MAX_BATCH, CleanText, JsonAny, Name, StrictModel, TaskOut
+from duetime.api.fields import CleanText, JsonAny
+from duetime.api.schemas import MAX_BATCH, Name, StrictModel, TaskOut
 from duetime.retry import MAX_RETRY_AFTER_SECONDS
 from duetime.text import clean
 

@@ -15,18 +15,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from duetime.api.fields import CleanText, JsonAny, Rfc3339
 from duetime.api.schemas import (
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
-    CleanText,
-    JsonAny,
     Key,
     Labels,
     Name,
     Priority,
     QueueName,
     RetryIn,
-    Rfc3339,
     StrictModel,
     Target,
     TaskOut,

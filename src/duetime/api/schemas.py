@@ -11,26 +11,28 @@ path); the ``*Out`` models below only describe them in ``/openapi.json``.
 
 from __future__ import annotations
 
-import math
-import re
-import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from duetime.text import is_clean
+from duetime.api.fields import (
+    NO_CONTROL,
+    CleanText,
+    JsonAny,
+    Rfc3339,
+    canonical_uuid,
+    check_headers,
+    url_checker,
+)
 from duetime.types import RetryPolicy
 
 MAX_BATCH = 1000
@@ -45,144 +47,9 @@ MAX_DEPENDS_ON = 100
 MAX_LABELS = 64
 MAX_HEADERS = 64
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9000, 1, 1, tzinfo=UTC)
-"""Every date-time the API accepts lies in ``[EARLIEST, LATEST)``: far enough from the ends of
-Python's, SQLite's and PostgreSQL's ranges that arithmetic on it (delays, retries, schedule
-steps) cannot overflow."""
 _DEFAULT_RETRY = RetryPolicy()
 
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
-_NO_CONTROL = r"^[^\x00-\x1f\x7f-\x9f]+$"
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
-# Headers duetime sets itself on every delivery, or that HTTP owns: a task may not override them.
-_RESERVED_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "webhook-id",
-        "webhook-timestamp",
-        "webhook-signature",
-        "idempotency-key",
-    }
-)
-
-
-def parse_rfc3339(value: object) -> datetime:
-    """An RFC 3339 date-time *with* an offset (``Z`` or ``±hh:mm``), as an aware UTC datetime.
-
-    Raises a pydantic error for anything else — notably a naive time, whose zone would be a guess
-    — and for an instant outside ``[EARLIEST, LATEST)``.
-    """
-    aware = isinstance(value, datetime) and value.tzinfo is not None
-    if not aware and (not isinstance(value, str) or not _RFC3339.fullmatch(value)):
-        raise PydanticCustomError(
-            "rfc3339",
-            "must be an RFC 3339 date-time with an offset, e.g. 2026-12-01T15:00:00Z",
-        )
-    try:
-        if isinstance(value, datetime):
-            parsed = value.astimezone(UTC)
-        else:
-            parsed = datetime.fromisoformat(str(value).upper()).astimezone(UTC)
-    except (ValueError, OverflowError) as exc:
-        raise PydanticCustomError(
-            "rfc3339", "not a valid date-time: {error}", {"error": str(exc)}
-        ) from None
-    if not EARLIEST <= parsed < LATEST:
-        raise PydanticCustomError(
-            "date_range", "must be from 1970-01-01T00:00:00Z up to (not including) 9000-01-01"
-        )
-    return parsed
-
-
-def _canonical_uuid(value: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise PydanticCustomError("uuid", "must be a task id (a UUID)") from None
-
-
-def _url_checker(*schemes: str) -> AfterValidator:
-    def check(value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme.lower() not in schemes or not parts.hostname:
-            raise PydanticCustomError(
-                "url_scheme",
-                "must be an absolute URL with scheme {schemes}",
-                {"schemes": " or ".join(schemes)},
-            )
-        return value
-
-    return AfterValidator(check)
-
-
-def _check_headers(headers: dict[str, str]) -> dict[str, str]:
-    for name, value in headers.items():
-        if not _HEADER_NAME.fullmatch(name):
-            raise PydanticCustomError(
-                "header_name", "{name} is not a valid header name", {"name": name}
-            )
-        lowered = name.lower()
-        if lowered in _RESERVED_HEADERS or lowered.startswith("duetime-"):
-            raise PydanticCustomError(
-                "header_reserved", "header {name} is set by duetime itself", {"name": name}
-            )
-        # Tab is the one control character a header value may hold (RFC 9110 field-vchar).
-        if not is_clean(value.replace("\t", " ")):
-            raise PydanticCustomError(
-                "header_value",
-                "header {name} has a control character or lone surrogate in its value",
-                {"name": name},
-            )
-    return headers
-
-
-_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
-
-
-def _clean_text(value: str) -> str:
-    """Refuse control characters and lone surrogates (the rule of :func:`duetime.text.check`)."""
-    if not is_clean(value):
-        raise PydanticCustomError(
-            "control_characters", "must not contain control characters or lone surrogates"
-        )
-    return value
-
-
-def _finite(value: Any) -> Any:
-    """Refuse ``NaN`` and infinities (``1e400`` parses as one) anywhere in a JSON value: JSON
-    cannot hold them, and storing them would silently turn them into ``null``. Integers must fit
-    in 64 bits (what the JSON encoder, and most receivers, can represent)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is float:
-            if not math.isfinite(item):
-                raise PydanticCustomError(
-                    "finite_number", "must not contain NaN or infinite numbers"
-                )
-        elif kind is int:
-            if not _INT_MIN <= item <= _INT_MAX:
-                raise PydanticCustomError("int_range", "must not contain integers beyond 64 bits")
-        elif kind is dict:
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-    return value
-
-
-Rfc3339 = Annotated[
-    datetime,
-    BeforeValidator(parse_rfc3339),
-    WithJsonSchema({"type": "string", "format": "date-time", "example": "2026-12-01T15:00:00Z"}),
-]
-"""An aware UTC datetime parsed from an RFC 3339 string with an offset."""
-
-TaskId = Annotated[str, Field(max_length=64), AfterValidator(_canonical_uuid)]
+TaskId = Annotated[str, Field(max_length=64), AfterValidator(canonical_uuid)]
 QueueName = Annotated[
     str,
     Field(
@@ -190,14 +57,10 @@ QueueName = Annotated[
         description="1-128 characters: letters, digits, `.`, `_`, `:`, `-`; starts alphanumeric.",
     ),
 ]
-CleanText = AfterValidator(_clean_text)
-"""Refuses control characters and lone surrogates in a text field (a 422 naming it)."""
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=_NO_CONTROL), CleanText]
-Key = Annotated[str, Field(min_length=1, max_length=255, pattern=_NO_CONTROL), CleanText]
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_CONTROL), CleanText]
+Key = Annotated[str, Field(min_length=1, max_length=255, pattern=NO_CONTROL), CleanText]
 LabelKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")]
 LabelValue = Annotated[str, Field(max_length=256), CleanText]
-JsonAny = Annotated[Any, AfterValidator(_finite)]
-"""Any JSON value without NaN or infinities."""
 Labels = Annotated[
     dict[LabelKey, LabelValue],
     Field(max_length=MAX_LABELS, description="Up to 64 labels; keys have no `:`."),
@@ -215,12 +78,12 @@ class HttpTarget(StrictModel):
     """Deliver the payload as a signed webhook."""
 
     type: Literal["http"]
-    url: Annotated[str, Field(max_length=2048), _url_checker("http", "https")]
+    url: Annotated[str, Field(max_length=2048), url_checker("http", "https")]
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: Annotated[
         dict[str, Annotated[str, Field(max_length=8192)]],
         Field(max_length=MAX_HEADERS),
-        AfterValidator(_check_headers),
+        AfterValidator(check_headers),
     ] = Field(default_factory=dict)
 
 
@@ -228,7 +91,7 @@ class AmqpTarget(StrictModel):
     """Publish to RabbitMQ (``exchange`` ``""`` is the default exchange)."""
 
     type: Literal["amqp"]
-    url: Annotated[str, Field(max_length=2048), _url_checker("amqp", "amqps")]
+    url: Annotated[str, Field(max_length=2048), url_checker("amqp", "amqps")]
     exchange: Annotated[str, Field(max_length=255)] = ""
     routing_key: Annotated[str, Field(max_length=255)] = Field(default="", validate_default=True)
 
@@ -244,7 +107,7 @@ class NatsTarget(StrictModel):
     """Publish to NATS (JetStream when the subject belongs to a stream)."""
 
     type: Literal["nats"]
-    url: Annotated[str, Field(max_length=2048), _url_checker("nats", "tls")]
+    url: Annotated[str, Field(max_length=2048), url_checker("nats", "tls")]
     subject: Annotated[
         str, Field(min_length=1, max_length=255, pattern=r"^[^\s.*>]+(\.[^\s.*>]+)*$")
     ]
@@ -254,7 +117,7 @@ class RedisTarget(StrictModel):
     """``XADD`` to a Redis stream."""
 
     type: Literal["redis"]
-    url: Annotated[str, Field(max_length=2048), _url_checker("redis", "rediss")]
+    url: Annotated[str, Field(max_length=2048), url_checker("redis", "rediss")]
     stream: Annotated[str, Field(min_length=1, max_length=255)]
 
 
