@@ -251,3 +251,31 @@ def test_dev_mode_is_refused_on_a_public_bind() -> None:
         Settings(admin_token=None, host="0.0.0.0").check()
     assert Settings(admin_token=None, host="127.0.0.1").check().dev_mode
     assert not Settings(admin_token="t" * 32, host="0.0.0.0").check().dev_mode
+
+
+async def test_live_signing_secrets_are_capped(
+    client: httpx.AsyncClient, tenant: TenantKey, clock: FakeClock
+) -> None:
+    """At most 3 live secrets: a fourth rotation with an overlap is a 409 that says when the
+    oldest expires; overlap 0 still works and leaves the new secret alone."""
+    path = "/v1/tenant/signing-secrets/rotate"
+    for _ in range(2):
+        resp = await client.post(path, json={"overlap_seconds": 600}, headers=tenant.headers)
+        assert resp.status_code == 200, resp.text
+    assert len(resp.json()["signing_secrets"]) == 3
+    refused = await client.post(path, json={"overlap_seconds": 600}, headers=tenant.headers)
+    body = assert_problem(refused, 409)
+    assert "overlap_seconds 0" in str(body["detail"]) and "2030-01-01T00:10:00" in str(
+        body["detail"]
+    )
+    me = (await client.get("/v1/tenant", headers=tenant.headers)).json()
+    assert len(me["signing_secrets"]) == 3
+    clock.advance(601)  # the older ones expire: rotating with an overlap works again
+    resp = await client.post(path, json={"overlap_seconds": 600}, headers=tenant.headers)
+    assert resp.status_code == 200, resp.text
+    assert len(resp.json()["signing_secrets"]) == 2
+    resp = await client.post(path, json={"overlap_seconds": 600}, headers=tenant.headers)
+    assert resp.status_code == 200
+    resp = await client.post(path, json={"overlap_seconds": 0}, headers=tenant.headers)
+    assert resp.status_code == 200, resp.text
+    assert len(resp.json()["signing_secrets"]) == 1

@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from duetime.schedule.budget import BudgetExceeded
 from duetime.schedule.plan import PlanLimits, plan_advance
 from duetime.types import (
     CatchupPolicy,
@@ -70,3 +73,14 @@ def test_skip_decides_against_the_previous_task() -> None:
     assert done.last_task_for == now
     ahead = plan_advance(ScheduleDue(s, None), T0 + timedelta(seconds=30), PlanLimits())
     assert ahead.tasks == [] and ahead.materialized_until == T0 + timedelta(seconds=30)
+
+
+def test_a_runaway_expression_is_refused_by_the_plan_not_searched_for_minutes() -> None:
+    """A schedule the API would refuse (stored before the budget existed, or through another
+    path): its plan gives up within the evaluation budget, so the materializer reports that one
+    schedule and goes on with the others."""
+    runaway = "FREQ=MINUTELY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO;BYHOUR=23"
+    s = schedule(T0, rrule=runaway)
+    with pytest.raises(BudgetExceeded) as raised:
+        plan_advance(ScheduleDue(s, None), T0 + timedelta(minutes=1), PlanLimits())
+    assert raised.value.field == "rrule"

@@ -103,3 +103,12 @@ def test_any_message_signs_like_the_reference(msg_id: str, body: str, timestamp:
     reference = Webhook(SECRET_A).sign(msg_id, datetime.fromtimestamp(timestamp, UTC), body)
     assert sign(msg_id, timestamp, data, [SECRET_A]) == reference
     assert verify(msg_id, timestamp, data, reference, [SECRET_B, SECRET_A])
+
+
+def test_a_message_carries_at_most_three_signatures_from_the_newest_secrets() -> None:
+    secrets = [new_signing_secret() for _ in range(2000)]
+    header = sign("msg_1", 1_700_000_000, b"{}", secrets)
+    assert len(header.split()) == 3
+    assert len(header) < 200
+    assert verify("msg_1", 1_700_000_000, b"{}", header, secrets[-1:])
+    assert not verify("msg_1", 1_700_000_000, b"{}", header, secrets[:1])

@@ -22,6 +22,7 @@ from duetime.api import problems
 from duetime.api.convert import TaskBuilder
 from duetime.api.deps import Authenticator, Services
 from duetime.api.guard import DevModeGuard
+from duetime.api.limits import HeaderLimits
 from duetime.api.queue_schemas import (
     CompleteBatchIn,
     CompleteIn,
@@ -131,6 +132,8 @@ def create_app(
     problems.install(app)
     if settings.dev_mode:  # no credentials: refuse cross-site and DNS-rebinding requests
         app.add_middleware(DevModeGuard)
+    # 431 for oversized header sets, before anything else (the last added runs first)
+    app.add_middleware(HeaderLimits)
     for router in ROUTERS:
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,17 +18,22 @@ from typing import Any
 import orjson
 from pydantic_core import PydanticCustomError
 
+from duetime.api.fields import parse_rfc3339
 from duetime.api.problems import PayloadTooLarge
-from duetime.api.schemas import TaskCreate, TaskPatchIn, parse_rfc3339
+from duetime.api.schemas import TaskCreate, TaskPatchIn
 from duetime.errors import ValidationError
 from duetime.ids import is_uuid
 from duetime.store.protocols import Store
+from duetime.text import check
 from duetime.types import NewTask, RetryPolicy, TaskFilter, TaskPatch, TaskStatus
 
 TargetCheck = Callable[[Mapping[str, Any]], None]
 """Hook run on every target at create time; raises ``ValidationError`` (or ``ValueError``)."""
 
 DEFAULT_RETRY = RetryPolicy()
+MAX_FILTER_CHARS = 1024
+"""A text filter longer than this cannot match anything stored (names, queues, labels are
+shorter) and is refused instead of being sent to the store."""
 
 # In a query string an unescaped "+" arrives as a space: "...T15:00:00 01:00" meant "+01:00".
 _SPACE_OFFSET = re.compile(r"^(.*\d) (\d{2}:\d{2})$")
@@ -138,6 +144,7 @@ def query_time(value: str | None, field: str) -> datetime | None:
     """An RFC 3339 query parameter (tolerating ``+`` decoded to a space before the offset)."""
     if value is None:
         return None
+    check(value, field, max_length=MAX_FILTER_CHARS)
     match = _SPACE_OFFSET.match(value)
     if match:
         value = f"{match.group(1)}+{match.group(2)}"
@@ -145,6 +152,28 @@ def query_time(value: str | None, field: str) -> datetime | None:
         return parse_rfc3339(value)
     except PydanticCustomError as exc:
         raise ValidationError(exc.message(), field=field) from None
+
+
+def text_filter(value: str | None, field: str) -> str | None:
+    """A text query parameter, refused (422 naming ``field``) when it holds a control character
+    or a lone surrogate, or is too long to match anything."""
+    return None if value is None else check(value, field, max_length=MAX_FILTER_CHARS)
+
+
+def path_text(raw: str, field: str) -> str:
+    """A path segment naming a resource, refused (422 naming ``field``) when it holds a control
+    character or a lone surrogate, or is too long to name anything."""
+    return check(raw, field, max_length=MAX_FILTER_CHARS)
+
+
+def path_id(raw: str, field: str) -> str | None:
+    """The canonical form of a UUID path id; None when it is not one (the caller's 404). A
+    control character or lone surrogate is a 422 naming ``field``."""
+    check(raw, field, max_length=MAX_FILTER_CHARS)
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        return None
 
 
 def task_filter(
@@ -176,6 +205,7 @@ def task_filter(
                 raise ValidationError(detail, field="status") from None
     labels: dict[str, str] = {}
     for item in label:
+        check(item, "label", max_length=MAX_FILTER_CHARS)
         key, sep, value = item.partition(":")
         if not sep or not key:
             raise ValidationError(f"{item!r} is not key:value", field="label")
@@ -183,9 +213,9 @@ def task_filter(
     return TaskFilter(
         tenant_id=tenant_id,
         statuses=tuple(dict.fromkeys(statuses)),
-        queue=queue,
-        name=name,
-        schedule_id=schedule_id,
+        queue=text_filter(queue, "queue"),
+        name=text_filter(name, "name"),
+        schedule_id=text_filter(schedule_id, "schedule_id"),
         labels=labels,
         run_after=query_time(run_after, "run_after"),
         run_before=query_time(run_before, "run_before"),

@@ -28,7 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from duetime.api.convert import TaskBuilder
-from duetime.api.problems import RequestTooLarge
+from duetime.api.problems import RequestTooLarge, problem_responses
 from duetime.auth import hash_api_key
 from duetime.clock import SystemClock
 from duetime.config import Settings
@@ -232,4 +232,8 @@ def body_schema(model: type[BaseModel], *, required: bool = True) -> dict[str, A
     to the document's components)."""
     ref = {"$ref": f"#/components/schemas/{model.__name__}"}
     content = {"application/json": {"schema": ref}}
-    return {"requestBody": {"required": required, "content": content}}
+    # Any body may be over the server's cap (RequestTooLarge): say so on every such route.
+    return {
+        "requestBody": {"required": required, "content": content},
+        "responses": {"413": problem_responses(413)[413]},
+    }

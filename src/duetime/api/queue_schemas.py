@@ -7,12 +7,14 @@ refused. Responses are rendered by hand (:mod:`duetime.api.routes.leases` and
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
+from duetime.api.fields import CleanText, JsonAny
 from duetime.api.schemas import MAX_BATCH, Name, StrictModel, TaskOut
 from duetime.retry import MAX_RETRY_AFTER_SECONDS
+from duetime.text import clean
 
 MAX_LEASE_TASKS = 1000
 DEFAULT_LEASE_TASKS = 10
@@ -23,18 +25,28 @@ MAX_WAIT_SECONDS = 60.0
 DEFAULT_WAIT_SECONDS = 20.0
 MAX_LEASE_NAMES = 100
 MAX_CONCURRENCY = 1_000_000
+MAX_RATE_PER_SECOND = 1_000_000.0
 MAX_ERROR_CHARS = 4096
 """A failure's ``error`` is kept to this many characters (a longer one is cut, not refused: a
 worker reporting a long traceback must not have its failure refused)."""
+MAX_ERROR_BYTES = 4 * MAX_ERROR_CHARS
+
+
+def _recordable(text: str) -> str:
+    # An error is recorded text (duetime.text): a NUL or lone surrogate in a worker's traceback
+    # is replaced, not refused, so the failure is still recorded.
+    return clean(text, MAX_ERROR_BYTES)
+
 
 WorkerId = Annotated[
     str,
     Field(
         min_length=1,
         max_length=200,
-        pattern=r"^[^\x00-\x1f\x7f]+$",
+        pattern=r"^[^\x00-\x1f\x7f-\x9f]+$",
         description="Names the worker in `GET /v1/workers` and in attempt histories.",
     ),
+    CleanText,
 ]
 LeaseSeconds = Annotated[float, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
 LeaseId = Annotated[str, Field(min_length=1, max_length=64)]
@@ -50,7 +62,7 @@ class QueuePutIn(StrictModel):
     any non-null value is refused (422) rather than stored without effect.
     """
 
-    rate_limit_per_second: Annotated[float, Field(gt=0)] | None = None
+    rate_limit_per_second: Annotated[float, Field(gt=0, le=MAX_RATE_PER_SECOND)] | None = None
     burst: Limit | None = None
     max_concurrency: Limit | None = None
     max_concurrency_per_key: Limit | None = None
@@ -79,14 +91,14 @@ class CompleteIn(StrictModel):
     """The attempt succeeded; ``result`` (any JSON, at most max_payload_bytes encoded) is kept as
     the task's result."""
 
-    result: Any = None
+    result: JsonAny = None
 
 
 class FailIn(StrictModel):
     """The attempt failed. ``retryable=false`` fails the task for good; otherwise it is retried
     per its retry policy, not sooner than ``retry_after_seconds`` when given."""
 
-    error: Annotated[str, Field(max_length=1_000_000)]
+    error: Annotated[str, Field(max_length=1_000_000), AfterValidator(_recordable)]
     retryable: bool = True
     retry_after_seconds: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER_SECONDS)] | None = None
     timed_out: bool = False

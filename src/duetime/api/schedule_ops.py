@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +28,8 @@ from duetime.auth import hash_api_key
 from duetime.delivery.redact import public_target
 from duetime.errors import ValidationError
 from duetime.ids import is_uuid
-from duetime.schedule import describe, next_after, parse_spec
+from duetime.schedule import ScheduleSpec, describe, occurrences_after, parse_spec
+from duetime.schedule.budget import Budget, BudgetExceeded, within_budget
 from duetime.schedule.config import config_to_json, schedule_spec
 from duetime.types import (
     CatchupPolicy,
@@ -38,6 +41,51 @@ from duetime.types import (
 )
 
 DEV_ACTOR = "dev-mode"
+CHECK_COUNT = 10
+"""A new or changed schedule must yield this many next fire times within the evaluation budget
+(:mod:`duetime.schedule.budget`), or it is refused (422 naming its expression)."""
+NEXT_RUN_CACHE_ENTRIES = 10_000
+
+log = logging.getLogger(__name__)
+
+
+class NextRuns:
+    """The next fire time of each recent spec, so reads do not search again (LRU).
+
+    An entry ``(after, found)`` says: the first fire time strictly after ``after`` is ``found``
+    (None: none). It answers every ``now`` in ``[after, found)`` exactly, since no fire time lies
+    between; once ``found`` has passed, the next read searches once more.
+    """
+
+    def __init__(self, max_entries: int = NEXT_RUN_CACHE_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[ScheduleSpec, tuple[datetime, datetime | None]] = OrderedDict()
+
+    def get(self, spec: ScheduleSpec, now: datetime) -> tuple[bool, datetime | None]:
+        """(hit, next fire time after ``now``)."""
+        entry = self._entries.get(spec)
+        if entry is None:
+            return False, None
+        after, found = entry
+        if now < after or (found is not None and now >= found):
+            return False, None
+        self._entries.move_to_end(spec)
+        return True, found
+
+    def put(self, spec: ScheduleSpec, after: datetime, found: datetime | None) -> None:
+        self._entries[spec] = (after, found)
+        self._entries.move_to_end(spec)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+
+NEXT_RUNS = NextRuns()
+"""This process's cache of next fire times (a pure function of spec and instant: safe to share)."""
+
+
+def expression_field(config: ScheduleConfig) -> str:
+    """``cron``, ``every`` or ``rrule``: the field a refused evaluation names."""
+    return "every" if config.every is not None else "rrule" if config.rrule is not None else "cron"
 
 
 async def actor_of(request: Request) -> str | None:
@@ -89,24 +137,30 @@ def template_from(body: TaskTemplateIn, builder: TaskBuilder, tenant_id: str) ->
     }
 
 
-def _checked(config: ScheduleConfig, anchor: datetime) -> ScheduleConfig:
-    """``config`` once the expression layer accepts its timing (raises ``ValidationError``)."""
-    parse_spec(
-        cron=config.cron,
-        every=config.every,
-        rrule=config.rrule,
-        timezone=config.timezone,
-        start_at=config.start_at,
-        end_at=config.end_at,
-        jitter_seconds=config.jitter_seconds,
-        dst={"nonexistent": config.dst_nonexistent, "ambiguous": config.dst_ambiguous},
-        anchor=anchor,
-    )
+def _checked(config: ScheduleConfig, anchor: datetime, now: datetime) -> ScheduleConfig:
+    """``config`` once the expression layer accepts its timing and its next
+    :data:`CHECK_COUNT` fire times after ``now`` are found within the evaluation budget (raises
+    ``ValidationError``); the first of them is kept in :data:`NEXT_RUNS` for reads."""
+    field = expression_field(config)
+    with within_budget(field, f"the next {CHECK_COUNT} fire times of this {field}"):
+        spec = parse_spec(
+            cron=config.cron,
+            every=config.every,
+            rrule=config.rrule,
+            timezone=config.timezone,
+            start_at=config.start_at,
+            end_at=config.end_at,
+            jitter_seconds=config.jitter_seconds,
+            dst={"nonexistent": config.dst_nonexistent, "ambiguous": config.dst_ambiguous},
+            anchor=anchor,
+        )
+        found = occurrences_after(spec, now, CHECK_COUNT)
+    NEXT_RUNS.put(spec, now, found[0].nominal if found else None)
     return config
 
 
 def config_from_create(
-    body: ScheduleCreate, builder: TaskBuilder, tenant_id: str, anchor: datetime
+    body: ScheduleCreate, builder: TaskBuilder, tenant_id: str, anchor: datetime, now: datetime
 ) -> ScheduleConfig:
     """The settings of a new schedule, fully validated (timing first, then the template)."""
     dst = body.dst if body.dst is not None else DstIn()
@@ -125,12 +179,12 @@ def config_from_create(
         catchup_window_seconds=body.catchup_window_seconds,
         catchup_max_runs=body.catchup_max_runs,
     )
-    _checked(config, anchor)
+    _checked(config, anchor, now)
     return dataclasses.replace(config, task=template_from(body.task, builder, tenant_id))
 
 
 def config_from_patch(
-    current: Schedule, body: SchedulePatchIn, builder: TaskBuilder
+    current: Schedule, body: SchedulePatchIn, builder: TaskBuilder, now: datetime
 ) -> ScheduleConfig:
     """``current``'s settings with the patch applied, fully validated."""
     given = body.model_fields_set
@@ -165,28 +219,73 @@ def config_from_patch(
         if body.task is not None
         else c.task,
     }
-    return _checked(ScheduleConfig(**values), current.anchor_at)
+    return _checked(ScheduleConfig(**values), current.anchor_at, now)
 
 
 def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
-def schedule_json(s: Schedule, now: datetime) -> dict[str, Any]:
+def next_run_after(spec: ScheduleSpec, now: datetime) -> datetime | None:
+    """The first fire time after ``now`` of a spec :func:`_checked` just accepted (cached
+    there; searched on a budget otherwise)."""
+    hit, found = NEXT_RUNS.get(spec, now)
+    if hit:
+        return found
+    with within_budget(spec.kind, f"the next fire time of this {spec.kind}"):
+        items = occurrences_after(spec, now, 1)
+    found = items[0].nominal if items else None
+    NEXT_RUNS.put(spec, now, found)
+    return found
+
+
+def next_run(s: Schedule, spec: ScheduleSpec, now: datetime, budget: Budget) -> datetime | None:
+    """The first fire time after ``now`` without searching when it is known: from
+    :data:`NEXT_RUNS`, or from the materializer's ``next_run_at`` while its cursor has not passed
+    ``now`` (nothing fires between the cursor and it). Otherwise one search on ``budget``; if that
+    runs out, None (and a warning: a schedule accepted at create time rarely gets there)."""
+    if s.paused:
+        return None
+    hit, found = NEXT_RUNS.get(spec, now)
+    if hit:
+        return found
+    if s.next_run_at is not None and s.materialized_until <= now < s.next_run_at:
+        NEXT_RUNS.put(spec, now, s.next_run_at)
+        return s.next_run_at
+    try:
+        with budget.spend("next_run_at", "next_run_at"):
+            items = occurrences_after(spec, now, 1)
+    except BudgetExceeded:
+        log.warning("schedule %s: next_run_at not found within the budget", s.id)
+        return None
+    found = items[0].nominal if items else None
+    NEXT_RUNS.put(spec, now, found)
+    return found
+
+
+def schedule_json(s: Schedule, now: datetime, budget: Budget | None = None) -> dict[str, Any]:
     """A schedule as the API returns it (``ScheduleOut``). ``next_run_at``: the first fire time
-    after ``now`` (nominal), null while paused or once the schedule has ended."""
+    after ``now`` (nominal), null while paused or once the schedule has ended (see
+    :func:`next_run`; pass one ``budget`` for all the schedules of a page)."""
     spec = schedule_spec(s)
+    budget = budget or Budget()
     data = config_to_json(s.config)
     data["start_at"], data["end_at"] = _utc(s.config.start_at), _utc(s.config.end_at)
     data = _public(data)
+    try:
+        # Parsing is cached per spec, so this is a lookup unless the cache has let it go.
+        with budget.spend("description", "the description"):
+            description = describe(spec)
+    except BudgetExceeded:
+        description = f"{spec.kind} {spec.expression}"
     return {
         "id": s.id,
         **data,
         "paused": s.paused,
         "pause_note": s.pause_note,
         "paused_at": s.paused_at,
-        "next_run_at": None if s.paused else next_after(spec, now),
-        "description": describe(spec),
+        "next_run_at": next_run(s, spec, now, budget),
+        "description": description,
         "version": s.version,
         "created_at": s.created_at,
         "updated_at": s.updated_at,

@@ -15,15 +15,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from duetime.api.fields import CleanText, JsonAny, Rfc3339
 from duetime.api.schemas import (
     MAX_TIMEOUT_SECONDS,
+    MIN_TIMEOUT_SECONDS,
     Key,
     Labels,
     Name,
     Priority,
     QueueName,
     RetryIn,
-    Rfc3339,
     StrictModel,
     Target,
     TaskOut,
@@ -33,6 +34,8 @@ MAX_CATCHUP_WINDOW_SECONDS = 366 * 86_400
 MAX_CATCHUP_RUNS = 10_000
 MAX_BACKFILL_RUNS = 10_000
 MAX_BACKFILL_RATE = 1_000.0
+MIN_BACKFILL_RATE = 0.001
+"""One occurrence per 1,000 s: the slowest release (``max_runs`` spread over at most ~4 months)."""
 MAX_UPCOMING = 1000
 
 Overlap = Literal["allow", "skip", "buffer_one"]
@@ -64,10 +67,12 @@ class TaskTemplateIn(StrictModel):
     name: Name | None = None
     queue: QueueName = "default"
     target: Target
-    payload: Any = Field(default=None, description="Any JSON; at most max_payload_bytes encoded.")
+    payload: JsonAny = Field(
+        default=None, description="Any JSON; at most max_payload_bytes encoded."
+    )
     priority: Priority = 0
     retry: RetryIn | None = None
-    timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)] = 30.0
+    timeout_seconds: Annotated[float, Field(ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS)] = 30.0
     labels: Labels = Field(default_factory=dict)
     concurrency_key: Key | None = None
 
@@ -122,7 +127,7 @@ class SchedulePatchIn(StrictModel):
 
 
 class PauseIn(StrictModel):
-    note: Annotated[str, Field(max_length=1000)] | None = None
+    note: Annotated[str, Field(max_length=1000), CleanText] | None = None
 
 
 class ResumeIn(StrictModel):
@@ -139,7 +144,7 @@ class BackfillIn(StrictModel):
     start: Rfc3339
     end: Rfc3339
     max_runs: Annotated[int, Field(ge=1, le=MAX_BACKFILL_RUNS)] = 1000
-    rate_per_second: Annotated[float, Field(gt=0, le=MAX_BACKFILL_RATE)] = 10.0
+    rate_per_second: Annotated[float, Field(ge=MIN_BACKFILL_RATE, le=MAX_BACKFILL_RATE)] = 10.0
 
 
 # -- response shapes (documentation only) ------------------------------------------------------

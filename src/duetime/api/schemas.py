@@ -11,29 +11,35 @@ path); the ``*Out`` models below only describe them in ``/openapi.json``.
 
 from __future__ import annotations
 
-import re
-import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from duetime.api.fields import (
+    NO_CONTROL,
+    CleanText,
+    JsonAny,
+    Rfc3339,
+    canonical_uuid,
+    check_headers,
+    url_checker,
+)
 from duetime.types import RetryPolicy
 
 MAX_BATCH = 1000
 MAX_LIST_LIMIT = 1000
 MAX_TIMEOUT_SECONDS = 3600.0
+MIN_TIMEOUT_SECONDS = 0.001
+MIN_RETRY_DELAY_SECONDS = 0.001
 MAX_DELAY_SECONDS = 10 * 365 * 86400.0
 MAX_RETRY_DELAY_SECONDS = 30 * 86400.0
 MAX_OVERLAP_SECONDS = 30 * 86400.0
@@ -43,91 +49,7 @@ MAX_HEADERS = 64
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
 _DEFAULT_RETRY = RetryPolicy()
 
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
-_NO_CONTROL = r"^[^\x00-\x1f\x7f]+$"
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
-# Headers duetime sets itself on every delivery, or that HTTP owns: a task may not override them.
-_RESERVED_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "webhook-id",
-        "webhook-timestamp",
-        "webhook-signature",
-        "idempotency-key",
-    }
-)
-
-
-def parse_rfc3339(value: object) -> datetime:
-    """An RFC 3339 date-time *with* an offset (``Z`` or ``±hh:mm``), as an aware UTC datetime.
-
-    Raises a pydantic error for anything else — notably a naive time, whose zone would be a guess.
-    """
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        return value.astimezone(UTC)
-    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
-        raise PydanticCustomError(
-            "rfc3339",
-            "must be an RFC 3339 date-time with an offset, e.g. 2026-12-01T15:00:00Z",
-        )
-    try:
-        return datetime.fromisoformat(value.upper()).astimezone(UTC)
-    except (ValueError, OverflowError) as exc:
-        raise PydanticCustomError(
-            "rfc3339", "not a valid date-time: {error}", {"error": str(exc)}
-        ) from None
-
-
-def _canonical_uuid(value: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise PydanticCustomError("uuid", "must be a task id (a UUID)") from None
-
-
-def _url_checker(*schemes: str) -> AfterValidator:
-    def check(value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme.lower() not in schemes or not parts.hostname:
-            raise PydanticCustomError(
-                "url_scheme",
-                "must be an absolute URL with scheme {schemes}",
-                {"schemes": " or ".join(schemes)},
-            )
-        return value
-
-    return AfterValidator(check)
-
-
-def _check_headers(headers: dict[str, str]) -> dict[str, str]:
-    for name, value in headers.items():
-        if not _HEADER_NAME.fullmatch(name):
-            raise PydanticCustomError(
-                "header_name", "{name} is not a valid header name", {"name": name}
-            )
-        lowered = name.lower()
-        if lowered in _RESERVED_HEADERS or lowered.startswith("duetime-"):
-            raise PydanticCustomError(
-                "header_reserved", "header {name} is set by duetime itself", {"name": name}
-            )
-        if any(ch in value for ch in "\r\n\x00"):
-            raise PydanticCustomError(
-                "header_value", "header {name} has a line break or NUL in its value", {"name": name}
-            )
-    return headers
-
-
-Rfc3339 = Annotated[
-    datetime,
-    BeforeValidator(parse_rfc3339),
-    WithJsonSchema({"type": "string", "format": "date-time", "example": "2026-12-01T15:00:00Z"}),
-]
-"""An aware UTC datetime parsed from an RFC 3339 string with an offset."""
-
-TaskId = Annotated[str, Field(max_length=64), AfterValidator(_canonical_uuid)]
+TaskId = Annotated[str, Field(max_length=64), AfterValidator(canonical_uuid)]
 QueueName = Annotated[
     str,
     Field(
@@ -135,11 +57,12 @@ QueueName = Annotated[
         description="1-128 characters: letters, digits, `.`, `_`, `:`, `-`; starts alphanumeric.",
     ),
 ]
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=_NO_CONTROL)]
-Key = Annotated[str, Field(min_length=1, max_length=255, pattern=_NO_CONTROL)]
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_CONTROL), CleanText]
+Key = Annotated[str, Field(min_length=1, max_length=255, pattern=NO_CONTROL), CleanText]
 LabelKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")]
+LabelValue = Annotated[str, Field(max_length=256), CleanText]
 Labels = Annotated[
-    dict[LabelKey, Annotated[str, Field(max_length=256)]],
+    dict[LabelKey, LabelValue],
     Field(max_length=MAX_LABELS, description="Up to 64 labels; keys have no `:`."),
 ]
 Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
@@ -155,12 +78,12 @@ class HttpTarget(StrictModel):
     """Deliver the payload as a signed webhook."""
 
     type: Literal["http"]
-    url: Annotated[str, Field(max_length=2048), _url_checker("http", "https")]
+    url: Annotated[str, Field(max_length=2048), url_checker("http", "https")]
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: Annotated[
         dict[str, Annotated[str, Field(max_length=8192)]],
         Field(max_length=MAX_HEADERS),
-        AfterValidator(_check_headers),
+        AfterValidator(check_headers),
     ] = Field(default_factory=dict)
 
 
@@ -168,13 +91,13 @@ class AmqpTarget(StrictModel):
     """Publish to RabbitMQ (``exchange`` ``""`` is the default exchange)."""
 
     type: Literal["amqp"]
-    url: Annotated[str, Field(max_length=2048), _url_checker("amqp", "amqps")]
+    url: Annotated[str, Field(max_length=2048), url_checker("amqp", "amqps")]
     exchange: Annotated[str, Field(max_length=255)] = ""
     routing_key: Annotated[str, Field(max_length=255)] = Field(default="", validate_default=True)
     headers: Annotated[
         dict[str, Annotated[str, Field(max_length=8192)]],
         Field(max_length=MAX_HEADERS),
-        AfterValidator(_check_headers),
+        AfterValidator(check_headers),
     ] = Field(default_factory=dict)
     persistent: bool = Field(default=True, description="delivery_mode 2 (stored to disk).")
 
@@ -190,7 +113,7 @@ class NatsTarget(StrictModel):
     """Publish to NATS (JetStream when the subject belongs to a stream)."""
 
     type: Literal["nats"]
-    url: Annotated[str, Field(max_length=2048), _url_checker("nats", "tls")]
+    url: Annotated[str, Field(max_length=2048), url_checker("nats", "tls")]
     subject: Annotated[
         str, Field(min_length=1, max_length=255, pattern=r"^[^\s.*>]+(\.[^\s.*>]+)*$")
     ]
@@ -201,7 +124,7 @@ class RedisTarget(StrictModel):
     """``XADD`` to a Redis stream."""
 
     type: Literal["redis"]
-    url: Annotated[str, Field(max_length=2048), _url_checker("redis", "rediss")]
+    url: Annotated[str, Field(max_length=2048), url_checker("redis", "rediss")]
     stream: Annotated[str, Field(min_length=1, max_length=255)]
     maxlen: Annotated[int, Field(ge=1)] | None = Field(
         default=None, description="Trim the stream to about this many entries (MAXLEN ~)."
@@ -224,12 +147,12 @@ class RetryIn(StrictModel):
     """Backoff for failed attempts; omitted fields take the defaults."""
 
     max_attempts: Annotated[int, Field(ge=1, le=1000)] = _DEFAULT_RETRY.max_attempts
-    initial_delay_seconds: Annotated[float, Field(gt=0, le=MAX_RETRY_DELAY_SECONDS)] = (
-        _DEFAULT_RETRY.initial_delay_seconds
-    )
-    max_delay_seconds: Annotated[float, Field(gt=0, le=MAX_RETRY_DELAY_SECONDS)] = Field(
-        default=_DEFAULT_RETRY.max_delay_seconds, validate_default=True
-    )
+    initial_delay_seconds: Annotated[
+        float, Field(ge=MIN_RETRY_DELAY_SECONDS, le=MAX_RETRY_DELAY_SECONDS)
+    ] = _DEFAULT_RETRY.initial_delay_seconds
+    max_delay_seconds: Annotated[
+        float, Field(ge=MIN_RETRY_DELAY_SECONDS, le=MAX_RETRY_DELAY_SECONDS)
+    ] = Field(default=_DEFAULT_RETRY.max_delay_seconds, validate_default=True)
     multiplier: Annotated[float, Field(ge=1, le=100)] = _DEFAULT_RETRY.multiplier
     jitter: Annotated[float, Field(ge=0, le=1)] = _DEFAULT_RETRY.jitter
 
@@ -260,11 +183,13 @@ class TaskCreate(StrictModel):
     run_at: Rfc3339 | None = None
     delay_seconds: Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS)] | None = None
     target: Target
-    payload: Any = Field(default=None, description="Any JSON; at most max_payload_bytes encoded.")
+    payload: JsonAny = Field(
+        default=None, description="Any JSON; at most max_payload_bytes encoded."
+    )
     idempotency_key: Key | None = None
     priority: Priority = 0
     retry: RetryIn | None = None
-    timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)] = 30.0
+    timeout_seconds: Annotated[float, Field(ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS)] = 30.0
     depends_on: Annotated[list[TaskId], Field(max_length=MAX_DEPENDS_ON)] = Field(
         default_factory=list
     )
@@ -290,7 +215,7 @@ class TaskPatchIn(StrictModel):
     set; ``payload: null`` sets the payload to JSON null; the other fields may not be null."""
 
     run_at: Rfc3339 | None = None
-    payload: Any = None
+    payload: JsonAny = None
     priority: Priority | None = None
     labels: Labels | None = None
 

@@ -23,6 +23,11 @@ HEADER_ID = "webhook-id"
 HEADER_TIMESTAMP = "webhook-timestamp"
 HEADER_SIGNATURE = "webhook-signature"
 
+MAX_LIVE_SECRETS = 3
+"""A tenant has at most this many live secrets (the API refuses a rotation beyond it), and a
+message carries at most this many signatures, from the newest secrets: the header stays small
+whatever the store holds."""
+
 DEFAULT_TOLERANCE_SECONDS = 300
 """How far ``webhook-timestamp`` may stray from a receiver's clock (the spec says 5 minutes)."""
 
@@ -65,10 +70,12 @@ def _signature(secret: str, prefix: bytes, body: bytes) -> bytes:
 def sign(msg_id: str, timestamp: int, body: bytes, secrets: Sequence[str]) -> str:
     """The ``webhook-signature`` header value: ``v1,<b64>`` per secret, space separated.
 
-    ``secrets`` must not be empty. Raises :class:`ValueError` for an invalid secret.
+    ``secrets`` (oldest first, as the store lists them) must not be empty; only the newest
+    :data:`MAX_LIVE_SECRETS` sign. Raises :class:`ValueError` for an invalid secret.
     """
     if not secrets:
         raise ValueError("at least one signing secret is needed")
+    secrets = secrets[-MAX_LIVE_SECRETS:]
     prefix = f"{msg_id}.{timestamp}.".encode()
     if len(secrets) == 1:
         digest = _signature(secrets[0], prefix, body)

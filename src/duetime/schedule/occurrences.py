@@ -49,7 +49,7 @@ class Compiled:
     end: datetime | None  # end_at, or the rrule's UNTIL if earlier
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=8192)
 def compile_spec(spec: ScheduleSpec) -> Compiled:
     """Parse ``spec``'s expression once (cached); raises :class:`ValidationError`."""
     zone = spec.zone

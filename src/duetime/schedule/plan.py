@@ -31,9 +31,12 @@ when more instants were not listed.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
+from duetime.schedule.budget import within_budget
 from duetime.schedule.config import occurrence_task, schedule_spec
 from duetime.schedule.occurrences import (
     Occurrence,
@@ -56,6 +59,17 @@ from duetime.types import (
 )
 
 _MICRO = timedelta(microseconds=1)
+T = TypeVar("T")
+
+
+def _search(find: Callable[..., T], spec: ScheduleSpec, *args: Any) -> T:
+    """``find(spec, *args)`` on the evaluation budget (:mod:`duetime.schedule.budget`): a
+    schedule whose occurrences take too long to find raises ``BudgetExceeded`` here, which the
+    materializer reports for that schedule alone, instead of stalling every schedule's round.
+    Only searches run under it (and the cached ones only on a miss): the hook slows what it
+    watches, and planning a herd of schedules is a hot loop."""
+    with within_budget(spec.kind, f"the occurrences of this {spec.kind}"):
+        return find(spec, *args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +131,9 @@ def plan_advance(due: ScheduleDue, now: datetime, limits: PlanLimits) -> Schedul
             outcome = TickOutcome.DST_SHIFTED if o.kind == "dst_shifted" else TickOutcome.FIRED
             runs.append(_Run(o, outcome, o.note))
         cursor = due_now[-1].nominal if len(due_now) >= limits.max_per_round else upper
-    for instant, note in skipped_between(spec, s.materialized_until, cursor, limits.ledger_cap):
+    for instant, note in _search(
+        skipped_between, spec, s.materialized_until, cursor, limits.ledger_cap
+    ):
         ticks.append(NewTick(instant, TickOutcome.DST_SKIPPED, note))
 
     tasks, run_ticks, buffered, last_for = _apply_overlap(s, due, runs, now)
@@ -143,12 +159,12 @@ def plan_advance(due: ScheduleDue, now: datetime, limits: PlanLimits) -> Schedul
 def _between(
     spec: ScheduleSpec, start: datetime, end: datetime, limit: int
 ) -> tuple[Occurrence, ...]:
-    return tuple(occurrences_between(spec, start, end, limit))
+    return tuple(_search(occurrences_between, spec, start, end, limit))
 
 
 @functools.lru_cache(maxsize=4096)
 def _next_after(spec: ScheduleSpec, after: datetime) -> datetime | None:
-    return next_after(spec, after)
+    return _search(next_after, spec, after)
 
 
 def _caught_up(after: str, o: Occurrence) -> str:
@@ -224,7 +240,7 @@ def _gap(
     if wanted > 0 and start < hi:
         chosen = _last_n(spec, start, hi, wanted)
     others_hi = chosen[0].nominal - _MICRO if chosen else hi
-    listed = occurrences_between(spec, lo, others_hi, cap + 1) if others_hi > lo else []
+    listed = _search(occurrences_between, spec, lo, others_hi, cap + 1) if others_hi > lo else []
     more = len(listed) > cap
     ticks = [
         NewTick(o.nominal, other, _why(other, policy, max_runs, o.nominal <= window_start))
@@ -260,7 +276,7 @@ def _last_n(spec: ScheduleSpec, lo: datetime, hi: datetime, n: int) -> list[Occu
     span = timedelta(minutes=1)
     while True:
         start = max(lo, hi - span)
-        found = occurrences_between(spec, start, hi, bound)
+        found = _search(occurrences_between, spec, start, hi, bound)
         if len(found) < bound and (len(found) >= n or start == lo):
             return found[-n:]
         if len(found) < n:
@@ -269,7 +285,7 @@ def _last_n(spec: ScheduleSpec, lo: datetime, hi: datetime, n: int) -> list[Occu
         # Too many to list: narrow down between the short span and this one.
         while span - short > _MICRO:
             middle = short + (span - short) / 2
-            found = occurrences_between(spec, max(lo, hi - middle), hi, bound)
+            found = _search(occurrences_between, spec, max(lo, hi - middle), hi, bound)
             if len(found) < n:
                 short = middle
             elif len(found) >= bound:

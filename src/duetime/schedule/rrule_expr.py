@@ -47,6 +47,8 @@ MAX_LENGTH = 1024
 _UNTIL = re.compile(r"(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})(Z?))?")
 # Periods of each frequency in 400 Gregorian years, the span after which the calendar repeats.
 _PERIODS_PER_400Y = (400, 4800, 20_871, 146_097, 146_097 * 24, 146_097 * 1440, 146_097 * 86_400)
+_DATEUTIL_ERRORS = (TypeError, ValueError, KeyError, IndexError, OverflowError)
+"""What dateutil raises from inside an expansion it cannot do (it has no error of its own)."""
 _STEP = {
     WEEKLY: timedelta(weeks=1),
     DAILY: timedelta(days=1),
@@ -86,7 +88,10 @@ class RRuleExpr:
             periods = (start - self.dtstart) // step - 1
             if periods > 0:
                 rule = rule.replace(dtstart=self.dtstart + periods * step)
-        yield from rule.xafter(start, inc=True)
+        try:
+            yield from rule.xafter(start, inc=True)
+        except _DATEUTIL_ERRORS as exc:  # dateutil gives up on some valid-looking rules
+            raise _error(f"rrule {self.source!r} cannot be expanded: {exc}") from None
 
 
 def _parse_until(value: str, zone: ZoneInfo) -> datetime:
@@ -156,7 +161,12 @@ def parse_rrule(source: str, zone: ZoneInfo, dtstart: datetime) -> RRuleExpr:
     if not isinstance(rule, rrule):  # pragma: no cover - rrulestr returns a set only if asked
         raise _error("rrule must be a single rule")
     interval = int(values.get("INTERVAL", "1"))
-    if not _dates_can_match(values, freq, dtstart) or not _can_fire(rule, dtstart, freq, interval):
+    try:
+        fires = _dates_can_match(values, freq, dtstart) and _can_fire(rule, dtstart, freq, interval)
+    except _DATEUTIL_ERRORS as exc:
+        # e.g. FREQ=HOURLY;INTERVAL=5;BYHOUR=3 from an hour the interval never brings to 3.
+        raise _error(f"rrule {source!r} cannot be expanded: {exc}") from None
+    if not fires:
         raise _error(f"rrule {source!r} never fires: no date matches all of its parts")
     real_time = freq in (MINUTELY, SECONDLY) or (freq == HOURLY and "BYHOUR" not in values)
     count = int(values["COUNT"]) if "COUNT" in values else None

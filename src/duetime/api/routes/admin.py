@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from duetime.api import render
+from duetime.api.convert import path_text
 from duetime.api.deps import AdminCall, admin_call, body_schema, json_body
 from duetime.api.problems import problem_responses
 from duetime.api.schemas import ApiKeyOut, TenantCreatedOut, TenantCreateIn
@@ -16,7 +17,7 @@ router = APIRouter(
     prefix="/v1/admin",
     tags=["admin"],
     dependencies=[Depends(admin_call)],
-    responses=problem_responses(401, 422, 503),
+    responses=problem_responses(400, 401, 422, 503),
 )
 
 
@@ -50,6 +51,7 @@ async def create_tenant(admin: AdminCall, request: Request) -> Response:
 async def create_key(tenant_id: str, admin: AdminCall) -> Response:
     """A new key for the tenant; the key is shown only here."""
     key_id, api_key = new_api_key()
+    tenant_id = path_text(tenant_id, "tenant_id")
     key = await admin.store.api_key_create(tenant_id, key_id, hash_api_key(api_key))
     body = {
         "id": key.id,
@@ -69,7 +71,7 @@ async def create_key(tenant_id: str, admin: AdminCall) -> Response:
 async def delete_key(key_id: str, admin: AdminCall) -> Response:
     """Delete a key. It stops working on this node at once and on every other node within the
     auth cache's lifetime (5 s)."""
-    if not await admin.store.api_key_delete(key_id):
+    if not await admin.store.api_key_delete(path_text(key_id, "key_id")):
         raise NotFound(f"no API key {key_id!r}")
     admin.auth.cache.evict_key(key_id)
     return Response(status_code=204)

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
-from duetime.api.convert import query_time
+from duetime.api.convert import path_id, query_time, text_filter
 from duetime.api.deps import Caller, TenantCall, body_schema, json_body
 from duetime.api.problems import problem_responses
 from duetime.api.schedule_ops import (
@@ -28,6 +28,7 @@ from duetime.api.schedule_ops import (
     decode_schedule_cursor,
     decode_tick_cursor,
     encode,
+    next_run_after,
     revision_json,
     schedule_json,
     tick_cursor,
@@ -51,7 +52,8 @@ from duetime.api.schedule_schemas import (
 )
 from duetime.api.schemas import MAX_LIST_LIMIT
 from duetime.errors import Conflict, NotFound, ValidationError
-from duetime.schedule import next_after, occurrences_after, occurrences_between
+from duetime.schedule import occurrences_after, occurrences_between
+from duetime.schedule.budget import Budget, within_budget
 from duetime.schedule.config import (
     config_diff,
     config_to_json,
@@ -82,8 +84,17 @@ def _ok(model: Any, description: str = "The schedule") -> dict[int | str, dict[s
     return {200: {"model": model, "description": description}, **_ONE}
 
 
+def _sid(raw: str) -> str:
+    """A path's schedule id: 422 naming ``schedule_id`` for control characters, 404 for anything
+    that is not a UUID (no schedule can have it)."""
+    found = path_id(raw, "schedule_id")
+    if found is None:
+        raise NotFound(f"no schedule {raw!r}")
+    return found
+
+
 async def _get(call: Caller, schedule_id: str) -> Schedule:
-    found = await call.store.schedule_get(call.tenant_id, schedule_id)
+    found = await call.store.schedule_get(call.tenant_id, _sid(schedule_id))
     if found is None:
         raise NotFound(f"no schedule {schedule_id!r}")
     return found
@@ -104,7 +115,7 @@ async def _change(
         if change is None:
             return current
         try:
-            return await call.store.schedule_update(call.tenant_id, schedule_id, change)
+            return await call.store.schedule_update(call.tenant_id, current.id, change)
         except Conflict:
             if attempt == _CHANGE_RETRIES - 1:
                 raise
@@ -123,7 +134,8 @@ async def create_schedule(call: TenantCall, request: Request) -> Response:
     body = await json_body(request, ScheduleCreate)
     now = await call.store.now()
     anchor = anchor_from(now)
-    config = config_from_create(body, call.builder, call.tenant_id, anchor)
+    config = config_from_create(body, call.builder, call.tenant_id, anchor, now)
+    spec = spec_of(config, anchor)
     created = await call.store.schedule_create(
         NewSchedule(
             tenant_id=call.tenant_id,
@@ -133,7 +145,7 @@ async def create_schedule(call: TenantCall, request: Request) -> Response:
             actor=await actor_of(request),
             revision=config_to_json(config),
             # Known now, so the materializer reads the schedule only once it is nearly due.
-            next_run_at=next_after(spec_of(config, anchor), now),
+            next_run_at=next_run_after(spec, now),
         )
     )
     return render.json_response(schedule_json(created, now), 201)
@@ -151,8 +163,8 @@ async def list_schedules(
     query = ScheduleFilter(
         tenant_id=call.tenant_id,
         paused=paused,
-        queue=queue,
-        name=name,
+        queue=text_filter(queue, "queue"),
+        name=text_filter(name, "name"),
         limit=limit + 1,
         cursor=decode_schedule_cursor(cursor) if cursor else None,
     )
@@ -160,7 +172,8 @@ async def list_schedules(
     page = found[:limit]
     now = await call.store.now()
     next_cursor = encode(page[-1].id) if len(found) > limit else None
-    items = [schedule_json(s, now) for s in page]
+    budget = Budget()  # one for the page: a list never searches longer than one read may
+    items = [schedule_json(s, now, budget) for s in page]
     return render.json_response({"items": items, "next_cursor": next_cursor})
 
 
@@ -182,11 +195,11 @@ async def patch_schedule(schedule_id: str, call: TenantCall, request: Request) -
     actor = await actor_of(request)
 
     async def make(current: Schedule) -> ScheduleChange | None:
-        config = config_from_patch(current, body, call.builder)
+        now = await call.store.now()
+        config = config_from_patch(current, body, call.builder, now)
         before, after = config_diff(config_to_json(current.config), config_to_json(config))
         if not before and not after:
             return None
-        now = await call.store.now()
         return ScheduleChange(
             current.version, "update", actor, before, after, config=config, rewind_to=now
         )
@@ -201,9 +214,9 @@ async def delete_schedule(schedule_id: str, call: TenantCall, request: Request) 
     """Delete the schedule and cancel its pending (never started) occurrences."""
     current = await _get(call, schedule_id)
     cancelled = await call.store.schedule_delete(
-        call.tenant_id, schedule_id, await actor_of(request), config_to_json(current.config)
+        call.tenant_id, current.id, await actor_of(request), config_to_json(current.config)
     )
-    body = {"id": schedule_id, "deleted": True, "cancelled_tasks": cancelled}
+    body = {"id": current.id, "deleted": True, "cancelled_tasks": cancelled}
     return render.json_response(body)
 
 
@@ -292,7 +305,7 @@ async def schedule_trigger(call: Caller, schedule_id: str, actor: str | None) ->
     now = await call.store.now()
     [made] = await call.store.schedule_occurrences_create(
         call.tenant_id,
-        schedule_id,
+        current.id,
         [occurrence_task(current, now, now)],
         TickOutcome.TRIGGERED,
         f"triggered by {actor}" if actor else "triggered",
@@ -318,10 +331,11 @@ async def backfill_schedule(schedule_id: str, call: TenantCall, request: Request
     if body.end > now:
         raise ValidationError("end must not be in the future: backfill makes past occurrences",
                               field="end")  # fmt: skip
-    found = occurrences_between(
-        schedule_spec(current), body.start - timedelta(microseconds=1), body.end,
-        body.max_runs + 1,
-    )  # fmt: skip
+    with within_budget("start", "the occurrences between start and end"):
+        found = occurrences_between(
+            schedule_spec(current), body.start - timedelta(microseconds=1), body.end,
+            body.max_runs + 1,
+        )  # fmt: skip
     truncated = len(found) > body.max_runs
     step = 1.0 / body.rate_per_second
     tasks = [
@@ -330,7 +344,7 @@ async def backfill_schedule(schedule_id: str, call: TenantCall, request: Request
     ]
     detail = f"backfill of {body.start.isoformat()} .. {body.end.isoformat()}"
     made = await call.store.schedule_occurrences_create(
-        call.tenant_id, schedule_id, tasks, TickOutcome.BACKFILLED, detail
+        call.tenant_id, current.id, tasks, TickOutcome.BACKFILLED, detail
     )
     items = [
         {
@@ -368,10 +382,9 @@ async def upcoming(
     start = query_time(after, "after") or await call.store.now()
     spec = schedule_spec(current)
     zone = spec.zone
-    items = [
-        {"at": o.nominal.astimezone(zone).isoformat(), "note": o.note}
-        for o in occurrences_after(spec, start, count)
-    ]
+    with within_budget("count", f"{count} fire times after {start.isoformat()}"):
+        found = occurrences_after(spec, start, count)
+    items = [{"at": o.nominal.astimezone(zone).isoformat(), "note": o.note} for o in found]
     return render.json_response({"items": items})
 
 
@@ -398,7 +411,7 @@ async def list_ticks(
                 ) from None
     query = TickFilter(
         tenant_id=call.tenant_id,
-        schedule_id=schedule_id,
+        schedule_id=_sid(schedule_id),
         outcomes=tuple(outcomes),
         limit=limit + 1,
         cursor=decode_tick_cursor(cursor) if cursor else None,
@@ -423,7 +436,7 @@ async def list_revisions(
     """When, by which API key, and the fields before and after; newest first."""
     found = await call.store.schedule_revision_list(
         call.tenant_id,
-        schedule_id,
+        _sid(schedule_id),
         limit=limit + 1,
         cursor=decode_revision_cursor(cursor) if cursor else None,
     )

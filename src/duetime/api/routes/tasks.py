@@ -8,14 +8,13 @@ rather than through a dependency because they are the hot path.
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
-from duetime.api.convert import encode_cursor, task_filter
+from duetime.api.convert import encode_cursor, path_id, task_filter
 from duetime.api.deps import TenantCall, body_schema, json_body, tenant_call
 from duetime.api.problems import problem_responses
 from duetime.api.schemas import (
@@ -36,11 +35,12 @@ router = APIRouter(
 
 
 def _task_id(raw: str) -> str:
-    """The canonical form of a path id; anything that is not a UUID cannot name a task."""
-    try:
-        return str(uuid.UUID(raw))
-    except ValueError:
-        raise NotFound(f"no task {raw!r}") from None
+    """The canonical form of a path id; anything that is not a UUID cannot name a task (404),
+    a control character is a 422 naming ``task_id``."""
+    found = path_id(raw, "task_id")
+    if found is None:
+        raise NotFound(f"no task {raw!r}")
+    return found
 
 
 @router.post(
