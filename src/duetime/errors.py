@@ -10,6 +10,7 @@
      ├── Unauthorized           missing or unknown API key / admin token
      ├── StoreUnavailable       the store cannot be reached right now; try again
      │    └── StoreFull         the store is out of disk space: no writes until space returns
+     ├── TooManyRequests        over a limit (names it); try again after ``retry_after`` seconds
      └── ConfigError            the configuration cannot work (e.g. dev mode on a public bind)
 """
 
@@ -55,6 +56,16 @@ class StoreUnavailable(DuetimeError):
 class StoreFull(StoreUnavailable):
     """The store has no disk space left: it refuses writes until space is freed; accepted work
     is safe. A :class:`StoreUnavailable`, so every engine loop backs off and tries again."""
+
+
+class TooManyRequests(DuetimeError):
+    """The call is over a limit; nothing was done. ``limit`` names it (e.g.
+    ``long_polls_per_tenant``); ``retry_after`` is when trying again may succeed, in seconds."""
+
+    def __init__(self, detail: str, limit: str = "", retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.limit = limit
+        self.retry_after = retry_after
 
 
 class ConfigError(DuetimeError):

@@ -8,6 +8,7 @@ import time
 from datetime import datetime, timedelta
 
 import httpx
+import pytest
 from api_helpers import ADMIN, assert_problem, case, make_tenant
 from lease_helpers import NO_JITTER, attempts, create, lease, reap, task
 
@@ -118,6 +119,27 @@ async def test_long_poll_ends_empty_when_the_wait_runs_out(api: httpx.AsyncClien
     start = time.monotonic()
     assert await lease(api, "live", wait_seconds=0.3, names=["wanted"]) == []
     assert 0.28 <= time.monotonic() - start < 2
+
+
+async def test_waiting_long_polls_are_capped_per_tenant(
+    api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from duetime.api import leasing
+
+    monkeypatch.setattr(leasing, "MAX_WAITING_POLLS_PER_TENANT", 2)
+    waiting = [asyncio.create_task(lease(api, "capped", wait_seconds=1.5)) for _ in range(2)]
+    await asyncio.sleep(0.2)
+    assert not any(p.done() for p in waiting)
+    resp = await api.post("/v1/queues/capped/lease", json={"worker_id": "w3", "wait_seconds": 5})
+    body = assert_problem(resp, 429)
+    assert body["limit"] == "long_polls_per_tenant"
+    assert int(resp.headers["retry-after"]) >= 1
+    # A poll that does not wait is still served, and a freed place can be taken again.
+    assert await lease(api, "capped", wait_seconds=0) == []
+    made = await create(api, queue="capped")
+    got = await asyncio.wait_for(asyncio.gather(*waiting), 5)  # one takes it, one runs out
+    assert [lease["task"]["id"] for lease in got[0] + got[1]] == [made["id"]]
+    assert await lease(api, "capped", wait_seconds=0.05) == []
 
 
 # -- heartbeat ---------------------------------------------------------------------------------

@@ -143,3 +143,14 @@ async def test_no_answer_is_a_transport_error() -> None:
         assert words in str(caught.value)
         assert isinstance(caught.value, errors.DuetimeError)
         assert not isinstance(caught.value, ApiError)
+
+
+async def test_429_is_a_typed_error_naming_the_limit() -> None:
+    from duetime.sdk import ApiTooManyRequests
+
+    body = problem(429, "too-many-requests", "Too many requests", "slow down")
+    body["limit"] = "long_polls_per_tenant"
+    error = await raised_by(httpx.Response(429, json=body, headers={"Retry-After": "3"}))
+    assert isinstance(error, ApiTooManyRequests)
+    assert isinstance(error, errors.TooManyRequests)
+    assert (error.limit, error.retry_after, error.status) == ("long_polls_per_tenant", 3.0, 429)

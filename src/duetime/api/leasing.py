@@ -31,6 +31,7 @@ from starlette.requests import Request
 
 from duetime import metrics
 from duetime.clock import utcnow
+from duetime.errors import TooManyRequests
 from duetime.retry import next_retry_delay
 from duetime.store.isolation import complete_isolated, reason
 from duetime.store.protocols import Signal, Store
@@ -38,6 +39,11 @@ from duetime.types import AttemptOutcome, ClaimRequest, Completion, Lease, Targe
 
 POLL_SLICE_SECONDS = 1.0
 """A waiting poll claims again at least this often, signal or not."""
+
+MAX_WAITING_POLLS_PER_TENANT = 256
+"""Lease calls of one tenant that may wait at once on one node; one more is a 429 (each waiting
+poll holds a connection and claims again every slice, so an unbounded number is a lever one
+tenant could pull against the node)."""
 
 SIGHTING_INTERVAL_SECONDS = 1.0
 """A worker's ``last_seen_at`` is written at most this often per (worker, queue) per node."""
@@ -113,6 +119,7 @@ class LeaseHub:
         self.watch = ReadyWatch(store.ready_signal)
         self._sightings = _TtlSet(SIGHTING_INTERVAL_SECONDS)
         self._limited = _TtlSet(LIMIT_CACHE_SECONDS)
+        self._waiting: collections.Counter[str] = collections.Counter()
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -152,15 +159,25 @@ class LeaseHub:
         await self.seen(tenant_id, worker_id, queue)
         watch = self.watch
         deadline = time.monotonic() + wait_seconds
-        while True:
-            seen = watch.generation
-            leases = await self.store.task_claim(claim)
-            left = deadline - time.monotonic()
-            if leases or left <= 0 or watch.closing:
-                break
-            await watch.wait(seen, min(left, POLL_SLICE_SECONDS))
-            if await request.is_disconnected():
-                break  # nobody to hand leases to: leave the tasks for the next poll
+        waiting = False
+        try:
+            while True:
+                seen = watch.generation
+                leases = await self.store.task_claim(claim)
+                left = deadline - time.monotonic()
+                if leases or left <= 0 or watch.closing:
+                    break
+                if not waiting:
+                    self._start_waiting(tenant_id)
+                    waiting = True
+                await watch.wait(seen, min(left, POLL_SLICE_SECONDS))
+                if await request.is_disconnected():
+                    break  # nobody to hand leases to: leave the tasks for the next poll
+        finally:
+            if waiting:
+                self._waiting[tenant_id] -= 1
+                if not self._waiting[tenant_id]:
+                    del self._waiting[tenant_id]
         if leases:
             metrics.child(metrics.LEASES_GRANTED, queue).inc(len(leases))
             lag = metrics.child(metrics.DUE_LAG, queue)
@@ -169,6 +186,16 @@ class LeaseHub:
                 if task.started_at is not None:
                     lag.observe(max(0.0, (task.started_at - task.due_at).total_seconds()))
         return leases
+
+    def _start_waiting(self, tenant_id: str) -> None:
+        if self._waiting[tenant_id] >= MAX_WAITING_POLLS_PER_TENANT:
+            raise TooManyRequests(
+                f"{MAX_WAITING_POLLS_PER_TENANT} lease calls of this tenant are already waiting "
+                "on this node; poll with fewer workers or wait_seconds 0",
+                limit="long_polls_per_tenant",
+                retry_after=POLL_SLICE_SECONDS,
+            )
+        self._waiting[tenant_id] += 1
 
     async def heartbeat(
         self, tenant_id: str, lease_id: str, extend_seconds: float

@@ -11,6 +11,7 @@ malformed JSON body                    400
 ``errors.Unauthorized``                401     ``WWW-Authenticate: Bearer``
 ``errors.NotFound``                    404     also another tenant's resource
 ``errors.Conflict`` / ``StaleLease``   409
+``errors.TooManyRequests``             429     names the ``limit``; ``Retry-After``
 ``errors.StoreFull``                   507     out of disk space; ``Retry-After``
 ``errors.StoreUnavailable``            503     ``Retry-After``; no internals in the body
 Starlette ``HTTPException``            its own (unknown route 404, wrong method 405, ...)
@@ -24,6 +25,7 @@ Every problem carries ``type`` (a stable ``urn:duetime:problem:<slug>``), ``titl
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
@@ -41,6 +43,7 @@ from duetime.errors import (
     StaleLease,
     StoreFull,
     StoreUnavailable,
+    TooManyRequests,
     Unauthorized,
     ValidationError,
 )
@@ -73,6 +76,7 @@ _MAPPING: Sequence[tuple[type[DuetimeError], int, str, str]] = (
     (NotFound, 404, "not-found", "Not found"),
     (StaleLease, 409, "stale-lease", "Lease is no longer current"),
     (Conflict, 409, "conflict", "Conflict"),
+    (TooManyRequests, 429, "too-many-requests", "Too many requests"),
     (StoreFull, 507, "store-full", "Store out of space"),
     (StoreUnavailable, 503, "store-unavailable", "Store unavailable"),
 )
@@ -87,8 +91,10 @@ def problem(
     *,
     errors: Sequence[tuple[str, str]] = (),
     headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Response:
-    """A problem response. ``errors`` are (field, detail) pairs; the first names ``field``."""
+    """A problem response. ``errors`` are (field, detail) pairs; the first names ``field``;
+    ``extra`` adds members (RFC 9457 extensions such as ``limit``)."""
     body: dict[str, Any] = {
         "type": f"urn:duetime:problem:{slug}",
         "title": title,
@@ -99,6 +105,8 @@ def problem(
     if errors:
         body["field"] = errors[0][0]
         body["errors"] = [{"field": field, "detail": text} for field, text in errors]
+    if extra:
+        body.update(extra)
     return Response(
         orjson.dumps(body), status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE
     )
@@ -146,6 +154,7 @@ async def _on_duetime_error(request: Request, exc: Exception) -> Response:
         return _internal_error(request)
     _, status, slug, title = match
     headers: dict[str, str] = {}
+    extra: dict[str, Any] = {}
     detail = exc.detail
     errors: list[tuple[str, str]] = []
     if isinstance(exc, ValidationError):
@@ -155,6 +164,9 @@ async def _on_duetime_error(request: Request, exc: Exception) -> Response:
             detail = f"{exc.field}: {exc.detail}"
     elif isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
+    elif isinstance(exc, TooManyRequests):
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after or 1)))
+        extra["limit"] = exc.limit
     elif isinstance(exc, StoreUnavailable):
         # The store's own message may name hosts or drivers: count and log it, do not send it.
         # Debug level: an outage would otherwise log once per request.
@@ -167,7 +179,9 @@ async def _on_duetime_error(request: Request, exc: Exception) -> Response:
                 "the store has no disk space left and takes no new work until space is freed; "
                 "accepted work is safe, retry later"
             )
-    return problem(request, status, slug, title, detail, errors=errors, headers=headers)
+    return problem(
+        request, status, slug, title, detail, errors=errors, headers=headers, extra=extra
+    )
 
 
 async def _on_request_validation(request: Request, exc: Exception) -> Response:

@@ -342,3 +342,4 @@ class ProblemOut(BaseModel):
     instance: str
     field: str | None = None
     errors: list[FieldErrorOut] | None = None
+    limit: str | None = None

@@ -40,7 +40,12 @@ import orjson
 import pydantic
 
 from duetime import __version__, errors
-from duetime.sdk.errors import ApiUnavailable, TransportError, error_from_response
+from duetime.sdk.errors import (
+    ApiTooManyRequests,
+    ApiUnavailable,
+    TransportError,
+    error_from_response,
+)
 from duetime.sdk.leases import LeaseCalls
 from duetime.sdk.models import (
     ApiKeyCreated,
@@ -115,7 +120,7 @@ class _Api:
     reads them), then to :data:`DEFAULT_URL` and no key.
 
     Transient failures are tried again, up to ``retries`` times with exponential backoff and
-    jitter (``Retry-After`` honoured, at most 30 s): a 503 (the server changed nothing) and a
+    jitter (``Retry-After`` honoured, at most 30 s): a 503 or 429 (the server changed nothing) and a
     connection that could not be made (nothing was sent) always; a timeout or a connection lost
     mid-call only where repeating cannot do more than the first call did — an idempotent method
     (GET, PUT, DELETE) or a body carrying an ``idempotency_key``. ``retries=0`` turns it off.
@@ -227,7 +232,7 @@ class _Api:
             error = error_from_response(
                 response.status_code, response.reason_phrase, _decoded(response), response.headers
             )
-            if isinstance(error, ApiUnavailable) and attempt < retries:
+            if isinstance(error, ApiUnavailable | ApiTooManyRequests) and attempt < retries:
                 attempt += 1
                 await asyncio.sleep(_backoff(attempt, error.retry_after))
                 continue

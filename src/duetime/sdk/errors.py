@@ -10,6 +10,8 @@ against duetime's own exception tree works unchanged over HTTP::
      │    ├── ApiNotFound          404             (also a duetime.errors.NotFound)
      │    ├── ApiConflict          409             (also a duetime.errors.Conflict)
      │    │    └── ApiStaleLease   409 for a lost lease (also a duetime.errors.StaleLease)
+     │    ├── ApiTooManyRequests   429, over a limit, with retry_after (also a
+     │    │                        duetime.errors.TooManyRequests)
      │    └── ApiUnavailable       503 (and 507, store out of space), with retry_after (also a
      │                             duetime.errors.StoreUnavailable)
      └── TransportError            the server could not be reached or did not answer in time
@@ -32,6 +34,7 @@ __all__ = [
     "ApiError",
     "ApiNotFound",
     "ApiStaleLease",
+    "ApiTooManyRequests",
     "ApiUnauthorized",
     "ApiUnavailable",
     "ApiValidationError",
@@ -108,6 +111,14 @@ class ApiUnavailable(ApiError, errors.StoreUnavailable):
     retry_after: float | None = None
 
 
+class ApiTooManyRequests(ApiError, errors.TooManyRequests):
+    """Over a limit (429); nothing was done. ``limit`` names it (from the problem) and
+    ``retry_after`` is the server's hint in seconds, or None."""
+
+    retry_after: float | None = None
+    limit: str = ""
+
+
 class TransportError(errors.DuetimeError):
     """No HTTP answer: connection refused, DNS failure, timeout, broken connection.
 
@@ -124,6 +135,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     409: ApiConflict,
     413: ApiValidationError,
     422: ApiValidationError,
+    429: ApiTooManyRequests,
     503: ApiUnavailable,
     507: ApiUnavailable,
 }
@@ -198,6 +210,8 @@ def error_from_response(
         instance=problem.get("instance"),
         problem=problem,
     )
-    if isinstance(error, ApiUnavailable):
+    if isinstance(error, ApiUnavailable | ApiTooManyRequests):
         error.retry_after = _retry_after_seconds((headers or {}).get("retry-after"))
+    if isinstance(error, ApiTooManyRequests):
+        error.limit = str(problem.get("limit") or "")
     return error
