@@ -26,9 +26,12 @@ class _State:
         self.fail_every = fail_every
 
 
-class _Protocol(asyncio.Protocol):
-    def __init__(self, state: _State) -> None:
-        self.state = state
+class RequestProtocol(asyncio.Protocol):
+    """The httptools plumbing of a loopback receiver: it gathers each request's URL and headers
+    (lower-cased names) and calls :meth:`on_message_complete`, which a subclass writes; a request
+    that is not HTTP closes the connection."""
+
+    def __init__(self) -> None:
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.headers: dict[bytes, bytes] = {}
@@ -53,6 +56,15 @@ class _Protocol(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers[name.lower()] = value
+
+    def on_message_complete(self) -> None:
+        raise NotImplementedError
+
+
+class _Protocol(RequestProtocol):
+    def __init__(self, state: _State) -> None:
+        super().__init__()
+        self.state = state
 
     def on_message_complete(self) -> None:
         assert self.transport is not None

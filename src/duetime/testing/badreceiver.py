@@ -31,8 +31,9 @@ import sys
 import time
 from urllib.parse import parse_qs, urlsplit
 
-import httptools
 import orjson
+
+from duetime.bench.receiver import RequestProtocol
 
 _GARBAGE = b"\x00\xff\xfe SSH-2.0-not-http \x00\x01\x02\r\n\r\n\x80\x81" * 8
 _NUL_BODY = b'{"error": "bad\x00reply", "ctl": "\x01\x02\x1b[31m", "bytes": "\xff\xfe\xc3\x28"}\x00'
@@ -44,33 +45,10 @@ class _State:
         self.hanging: list[asyncio.Transport] = []
 
 
-class _Protocol(asyncio.Protocol):
+class _Protocol(RequestProtocol):
     def __init__(self, state: _State) -> None:
+        super().__init__()
         self.state = state
-        self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.headers: dict[bytes, bytes] = {}
-        self.url = b""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            assert self.transport is not None
-            self.transport.close()
-
-    def on_message_begin(self) -> None:
-        self.headers = {}
-        self.url = b""
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.lower()] = value
 
     def on_message_complete(self) -> None:
         parts = urlsplit(self.url.decode("latin-1"))
