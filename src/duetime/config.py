@@ -45,6 +45,9 @@ class Settings:
     # Processes delivering push tasks on this node, the node process included; 0 = one per
     # core (at most 4) on PostgreSQL, 1 on SQLite.
     dispatch_processes: int = 0
+    # Webhook connections open at once to one origin (scheme, host, port) from this node (shared
+    # by its dispatcher processes): a burst to one receiver queues instead of flooding it.
+    max_connections_per_origin: int = 64
     # Promoter / reaper / leadership.
     promote_batch: int = 5000
     leader_ttl_seconds: float = 10.0
@@ -99,6 +102,8 @@ class Settings:
             )
         if self.dispatch_concurrency < self.dispatch_process_count:
             raise ConfigError("dispatch_concurrency must be at least dispatch_processes")
+        if self.max_connections_per_origin < self.dispatch_process_count:
+            raise ConfigError("max_connections_per_origin must be at least dispatch_processes")
         return self
 
 

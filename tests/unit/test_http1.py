@@ -771,6 +771,39 @@ async def test_max_connections_bounds_concurrent_connections() -> None:
         assert await open_after_close(pool) == 0
 
 
+async def test_max_per_origin_bounds_one_receiver_and_leaves_others_unhindered() -> None:
+    async with (
+        Server(answering(lambda r: response(r.body), delay=0.05)) as busy,
+        Server(answering(response(b"other"))) as other,
+    ):
+        pool = make_pool(max_connections=10, max_per_origin=2)
+        bodies = [f"request {i}".encode() for i in range(8)]
+        burst = asyncio.gather(
+            *(pool.request("POST", busy.url(), [], b, timeout=TIMEOUT) for b in bodies)
+        )
+        await asyncio.sleep(0.02)  # the burst holds both of busy's connections now
+        assert (await get(pool, other.url())).body == b"other", "another origin is not held up"
+        answers = await burst
+        assert [(a.status, a.body) for a in answers] == [(200, b) for b in bodies]
+        assert busy.max_active == 2, "never more than max_per_origin to one origin"
+        assert busy.accepted == 2, "a released connection goes to a request waiting for it"
+        assert pool.open_connections == 3
+        assert await open_after_close(pool) == 0
+
+
+async def test_a_request_waiting_for_its_origin_gives_up_at_its_deadline() -> None:
+    async with Server(answering(response(), delay=0.5)) as server:
+        pool = make_pool(max_per_origin=1)
+        first = asyncio.create_task(get(pool, server.url(), timeout=TIMEOUT))
+        await asyncio.sleep(0.05)
+        with pytest.raises(TimeoutError):
+            await get(pool, server.url(), timeout=0.1)
+        assert (await first).status == 200
+        assert (await get(pool, server.url(), timeout=TIMEOUT)).status == 200
+        assert server.accepted == 1
+        assert await open_after_close(pool) == 0
+
+
 # -- 8. eviction -----------------------------------------------------------------------------------
 
 
@@ -980,6 +1013,7 @@ UVLOOP_SCENARIOS: list[Callable[[], Awaitable[None]]] = [
     test_waiting_for_a_pool_slot_counts_against_the_timeout,
     test_cancelling_a_request_at_any_step_keeps_the_connection_count_right,
     test_max_connections_bounds_concurrent_connections,
+    test_max_per_origin_bounds_one_receiver_and_leaves_others_unhindered,
     test_a_full_pool_evicts_an_idle_connection_to_another_host,
     test_connection_refused_is_a_connect_error,
     test_https_with_a_private_ca,

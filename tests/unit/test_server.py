@@ -78,6 +78,19 @@ def test_the_node_concurrency_is_shared_by_its_processes() -> None:
     )
     parts = [for_process(settings, i).dispatch_concurrency for i in range(3)]
     assert sum(parts) == 512 and max(parts) - min(parts) <= 1
+    per_origin = [for_process(settings, i).max_connections_per_origin for i in range(3)]
+    assert per_origin == [22, 21, 21], "the node's 64 connections to one origin, shared"
+
+
+async def test_the_webhook_pool_gets_the_per_origin_cap() -> None:
+    from duetime.delivery.registry import build_deliverers
+    from duetime.types import TargetType
+
+    settings = Settings(max_connections_per_origin=7, dispatch_concurrency=100)
+    webhook = build_deliverers(settings)[TargetType.HTTP]
+    pool = webhook._get_pool()  # type: ignore[attr-defined]
+    assert (pool.max_per_origin, pool.max_connections) == (7, 100)
+    await webhook.close()
 
 
 def test_a_short_admin_token_is_refused() -> None:

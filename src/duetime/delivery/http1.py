@@ -12,7 +12,9 @@ dialled was checked first.
 
 What a request gets: ``METHOD path HTTP/1.1``, ``Host``, the caller's headers, a
 ``Content-Length`` body; keep-alive connections per ``(scheme, host, port)`` reused LIFO and
-closed after ``idle_seconds``; at most ``max_connections`` open in all; one overall deadline
+closed after ``idle_seconds``; at most ``max_connections`` open in all and ``max_per_origin`` to one
+``(scheme, host, port)`` (a burst to one receiver queues here instead of flooding its accept
+backlog; other receivers are not held up by it); one overall deadline
 (resolution, connect, pool wait, request and response); a connection that a server closed while
 idle is retried once on a fresh one. Responses: the status, the headers (lower-cased names), and
 the first ``body_limit`` bytes of the body; a body beyond ``drain_limit`` is not read to its end
@@ -215,6 +217,7 @@ class HttpPool:
         resolver: Resolver,
         *,
         max_connections: int = 512,
+        max_per_origin: int = 64,
         idle_seconds: float = 15.0,
         body_limit: int = 4097,
         drain_limit: int = 64 * 1024,
@@ -222,6 +225,7 @@ class HttpPool:
     ) -> None:
         self._resolver = resolver
         self.max_connections = max_connections
+        self.max_per_origin = max(1, max_per_origin)
         self.idle_seconds = idle_seconds
         self.body_limit = body_limit
         self.drain_limit = max(drain_limit, body_limit)
@@ -229,6 +233,8 @@ class HttpPool:
         self._idle: dict[_Key, list[_Connection]] = {}
         self._open = 0  # connected or connecting
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._per_origin: dict[_Key, int] = {}  # open (or opening) connections to each origin
+        self._origin_waiters: dict[_Key, deque[asyncio.Future[None]]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[tuple[Any, ...]]]] = {}
         self._closed = False
         self._sweeper: asyncio.TimerHandle | None = None
@@ -318,29 +324,46 @@ class HttpPool:
             conn = None if fresh else self._idle_connection(key, loop.time())
             if conn is not None:
                 return conn, True
-            if self._open < self.max_connections or self._evict_one():
+            if self._per_origin.get(key, 0) >= self.max_per_origin:
+                # This origin has all it may have: wait for one of its connections to come back.
+                await self._wait_turn(self._origin_waiters.setdefault(key, deque()), key)
+            elif self._open < self.max_connections or self._evict_one():
                 self._open += 1
+                self._count(key, 1)
                 try:
                     return await self._connect(key), False
                 except BaseException:
                     self._open -= 1
-                    self._wake()
+                    self._count(key, -1)
+                    self._wake(key)
                     raise
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except BaseException:
-                if waiter.done() and not waiter.cancelled():
-                    self._wake()  # pass on the turn this request was given
-                else:
-                    with contextlib.suppress(ValueError):
-                        self._waiters.remove(waiter)
-                raise
+            else:
+                await self._wait_turn(self._waiters, None)
             if self._closed:
                 raise HttpClientError("the HTTP pool is closed")
             if fresh:
                 fresh = False  # a released connection is as good as a new one now
+
+    async def _wait_turn(self, queue: deque[asyncio.Future[None]], key: _Key | None) -> None:
+        """Wait in ``queue`` until :meth:`_wake` gives this request a turn."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._wake(key)  # pass on the turn this request was given
+            else:
+                with contextlib.suppress(ValueError):
+                    queue.remove(waiter)
+            raise
+
+    def _count(self, key: _Key, delta: int) -> None:
+        left = self._per_origin.get(key, 0) + delta
+        if left > 0:
+            self._per_origin[key] = left
+        else:
+            self._per_origin.pop(key, None)
 
     def _evict_one(self) -> bool:
         """Close an idle connection (to any host) so a new one may open; False if none."""
@@ -350,7 +373,9 @@ class HttpPool:
                 if not conn.closed:
                     conn.abort()
                     self._open -= 1  # its connection_lost will not count it again
+                    self._count(conn.key, -1)
                     conn.pool = _DETACHED
+                    self._wake_origin(conn.key)
                     return True
         return False
 
@@ -409,7 +434,7 @@ class HttpPool:
         self._idle.setdefault(conn.key, []).append(conn)
         if self._sweeper is None:
             self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
-        self._wake()
+        self._wake(conn.key)
 
     def _sweep(self) -> None:
         """Close connections idle for longer than ``idle_seconds``."""
@@ -433,14 +458,22 @@ class HttpPool:
 
     def _lost(self, conn: _Connection) -> None:
         self._open -= 1
-        self._wake()
+        self._count(conn.key, -1)
+        self._wake(conn.key)
 
-    def _wake(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+    def _wake(self, key: _Key | None) -> None:
+        """A connection (to ``key``, when given) came back or closed: give a turn to a request
+        waiting for that origin, and one to a request waiting for any connection."""
+        if key is not None:
+            self._wake_origin(key)
+        _give_turn(self._waiters)
+
+    def _wake_origin(self, key: _Key) -> None:
+        queue = self._origin_waiters.get(key)
+        if queue is not None:
+            _give_turn(queue)
+            if not queue:
+                del self._origin_waiters[key]
 
     async def close(self) -> None:
         """Close every idle connection; later requests fail. In-flight ones finish or fail."""
@@ -452,9 +485,21 @@ class HttpPool:
             for conn in conns:
                 conn.abort()
         self._idle.clear()
-        while self._waiters:  # requests waiting for a slot fail now, not when one frees
-            self._wake()
+        # Requests waiting for a slot fail now, not when one frees.
+        for queue in (self._waiters, *self._origin_waiters.values()):
+            while queue:
+                _give_turn(queue)
+        self._origin_waiters.clear()
         await asyncio.sleep(0)  # let transports deliver connection_lost
+
+
+def _give_turn(queue: deque[asyncio.Future[None]]) -> None:
+    """Wake the first request in ``queue`` still waiting."""
+    while queue:
+        waiter = queue.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return
 
 
 def _expire(waiter: asyncio.Future[Response]) -> None:

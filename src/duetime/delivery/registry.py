@@ -101,6 +101,7 @@ def build_deliverers(
         }
         if kind.type is TargetType.HTTP:
             options["max_connections"] = settings.dispatch_concurrency
+            options["max_per_origin"] = settings.max_connections_per_origin
         out[kind.type] = cls(**options)
     return out
 

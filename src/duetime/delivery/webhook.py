@@ -166,8 +166,9 @@ class WebhookDeliverer:
     ``allow_private`` lifts the private-address guard (``DUETIME_ALLOW_PRIVATE_TARGETS`` or dev
     mode). ``resolver`` replaces DNS (tests inject a fake one); whatever it answers is checked by
     the guard before anything is dialled. ``max_connections`` bounds open connections across all
-    receivers. ``clock`` supplies ``webhook-timestamp`` and "now" for ``Retry-After`` dates; it
-    must be a real clock for receivers to accept the signatures.
+    receivers, ``max_per_origin`` those to one receiver. ``clock`` supplies
+    ``webhook-timestamp`` and "now" for ``Retry-After`` dates; it must be a real clock for
+    receivers to accept the signatures.
     """
 
     def __init__(
@@ -176,12 +177,14 @@ class WebhookDeliverer:
         allow_private: bool,
         resolver: Resolver | None = None,
         max_connections: int = 512,
+        max_per_origin: int = 64,
         user_agent: str = "duetime/0.1",
         clock: Clock | None = None,
     ) -> None:
         self._allow_private = allow_private
         self._resolver = resolver
         self._max_connections = max_connections
+        self._max_per_origin = max_per_origin
         self._user_agent = user_agent
         self._clock: Clock = clock or SystemClock()
         self._pool: HttpPool | None = None
@@ -197,6 +200,7 @@ class WebhookDeliverer:
             pool = self._pool = HttpPool(
                 GuardedResolver(inner, allow_private=self._allow_private),
                 max_connections=self._max_connections,
+                max_per_origin=self._max_per_origin,
                 body_limit=RESULT_LIMIT_BYTES + 1,
             )
         return pool

@@ -44,9 +44,18 @@ _STABLE_SECONDS = 60.0
 
 def for_process(settings: Settings, index: int) -> Settings:
     """The settings of dispatcher process ``index`` (the node's own is 0): its part of the
-    node's ``dispatch_concurrency``."""
-    base, extra = divmod(settings.dispatch_concurrency, settings.dispatch_process_count)
-    return replace(settings, dispatch_concurrency=base + (1 if index < extra else 0))
+    node's ``dispatch_concurrency`` and ``max_connections_per_origin``."""
+    count = settings.dispatch_process_count
+
+    def share(total: int) -> int:
+        base, extra = divmod(total, count)
+        return base + (1 if index < extra else 0)
+
+    return replace(
+        settings,
+        dispatch_concurrency=share(settings.dispatch_concurrency),
+        max_connections_per_origin=share(settings.max_connections_per_origin),
+    )
 
 
 class _Child:
