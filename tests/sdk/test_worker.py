@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from worker_fakes import FakeLeaseApi, problem
+from worker_fakes import FakeLeaseApi, problem, task_json
 
 import duetime
 from duetime.sdk import ApiUnauthorized
@@ -76,7 +76,8 @@ async def test_sync_and_async_handlers_complete_in_batches() -> None:
     assert threads and all(t.startswith("duetime-w-test") for t in threads)
     leases = api.bodies("/lease")
     assert all(b["names"] == ["double", "shout"] and b["worker_id"] == "w-test" for b in leases)
-    assert all(1 <= b["max_tasks"] <= 8 for b in leases)
+    window = 8 + WorkerConfig().prefetch_for(8)  # free slots plus the default prefetch
+    assert all(1 <= b["max_tasks"] <= window for b in leases)
     assert all(b["wait_seconds"] == 0 for b in leases), "until_empty never long-polls"
     batches = api.bodies("/v1/leases/complete")
     assert sum(len(b["items"]) for b in batches) == 50
@@ -84,11 +85,11 @@ async def test_sync_and_async_handlers_complete_in_batches() -> None:
     assert not api.bodies("/heartbeat"), "short tasks need no heartbeat"
 
 
-async def test_lease_asks_for_free_slots_only_and_respects_concurrency() -> None:
+async def test_lease_asks_for_free_slots_only_without_prefetch() -> None:
     api = FakeLeaseApi()
     for _ in range(12):
         api.add("slow")
-    worker = make_worker(api, concurrency=3)
+    worker = make_worker(api, concurrency=3, prefetch=0)
     running = peak = 0
 
     @worker.handler("slow")
@@ -102,6 +103,71 @@ async def test_lease_asks_for_free_slots_only_and_respects_concurrency() -> None
     stats = await asyncio.wait_for(worker.run(until_empty=True), 5)
     assert stats.succeeded == 12 and peak == 3
     assert max(b["max_tasks"] for b in api.bodies("/lease")) == 3
+
+
+async def test_prefetch_leases_ahead_but_runs_at_most_concurrency() -> None:
+    api = FakeLeaseApi()
+    for _ in range(20):
+        api.add("slow")
+    worker = make_worker(api, concurrency=2, prefetch=5, max_lease_batch=100)
+    running = peak = 0
+
+    @worker.handler("slow")
+    async def slow(job: Job) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 5)
+    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    assert stats.succeeded == 20 and peak == 2
+    assert asked[0] == 7 and max(asked) == 7, "2 slots + 5 prefetched, never more"
+
+
+def test_default_prefetch() -> None:
+    assert WorkerConfig().prefetch_for(10) == 100  # max_lease_batch
+    assert WorkerConfig().prefetch_for(50) == 200  # 4 x concurrency
+    assert WorkerConfig(prefetch=0).prefetch_for(10) == 0
+    with pytest.raises(ValueError, match="prefetch"):
+        WorkerConfig(prefetch=-1)
+
+
+async def test_stop_releases_prefetched_leases_that_never_started() -> None:
+    api = FakeLeaseApi()
+    ids = [api.add("block") for _ in range(4)]
+    worker = make_worker(api, concurrency=1, prefetch=3, shutdown_grace_seconds=5)
+    release = asyncio.Event()
+    started: list[str] = []
+
+    @worker.handler("block")
+    async def block(job: Job) -> str:
+        started.append(job.id)
+        await release.wait()
+        return "done"
+
+    running = asyncio.create_task(worker.run())
+    await until(lambda: worker.stats.leased == 4 and started)
+    worker.stop()
+    await asyncio.sleep(0.05)  # the three waiting leases are released at once, not started
+    waiting = [i for i in ids if i not in started]
+    assert len(started) == 1 and len(waiting) == 3
+    assert all(api.outcomes[i] == ("fail", api.outcomes[i][1]) for i in waiting)
+    assert {api.outcomes[i][1]["error"] for i in waiting} == {"worker shutting down"}
+    assert {api.outcomes[i][1]["retryable"] for i in waiting} == {True}
+    release.set()  # the running one finishes within its grace
+    stats = await asyncio.wait_for(running, 5)
+    assert api.outcomes[started[0]][0] == "complete"
+    assert stats.released == 3 and stats.succeeded == 1
+
+
+def test_job_reads_the_lease_lazily() -> None:
+    data = task_json("t-1", "x", payload={"a": 1}, timeout_seconds=2)
+    job = Job(data, 1, "l-1", "w")
+    assert (job.id, job.name, job.payload, job.timeout_seconds) == ("t-1", "x", {"a": 1}, 2.0)
+    assert job.task.payload == {"a": 1} and job.task.status.value == "running"
+    assert job.task is job.task  # parsed once
 
 
 async def test_exceptions_map_to_retryable_and_non_retryable_failures() -> None:
