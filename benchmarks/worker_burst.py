@@ -66,13 +66,14 @@ def child(url: str, out: Path, concurrency: int, batch: int) -> None:
         # Every task of the burst is due at the same instant, which the parent knows: the
         # handler reads nothing of the job, as a no-op job of another queue library would not.
         starts.append(time.time())
-        if len(starts) % 500 == 0:
-            progress.write_text(str(len(starts)))
 
     async def report() -> None:
-        while True:  # also the tail of the burst, below 500
-            await asyncio.sleep(0.05)
-            progress.write_text(str(len(starts)))
+        written = -1
+        while True:  # the parent watches these counts to see the burst end
+            await asyncio.sleep(0.1)
+            if len(starts) != written:
+                written = len(starts)
+                progress.write_text(str(written))
 
     gc.freeze()  # as `duetime worker` does
 

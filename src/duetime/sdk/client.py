@@ -41,6 +41,7 @@ import pydantic
 
 from duetime import __version__, errors
 from duetime.sdk.errors import ApiUnavailable, TransportError, error_from_response
+from duetime.sdk.http import AiohttpBackend, Backend, Failure, HttpxBackend, Params, Reply
 from duetime.sdk.leases import LeaseCalls
 from duetime.sdk.models import (
     ApiKeyCreated,
@@ -79,7 +80,6 @@ class _Unset:
 UNSET: Any = _Unset()
 """Marks an argument the caller did not give (where ``None`` is a meaningful JSON value)."""
 
-Params = list[tuple[str, str | int | float | bool | None]]
 
 _END = object()
 
@@ -138,8 +138,11 @@ class _Api:
             headers["authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
         self.retries = max(0, retries)
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        # aiohttp over the network (far less work per call); httpx for a caller's transport.
+        self._http: Backend = (
+            AiohttpBackend(self.base_url, headers, timeout)
+            if transport is None
+            else HttpxBackend(self.base_url, headers, timeout, transport)
         )
 
     async def aclose(self) -> None:
@@ -183,20 +186,15 @@ class _Api:
         params: Params | None = None,
         extra_read_seconds: float = 0.0,
         retries: int | None = None,
-    ) -> httpx.Response:
+    ) -> Reply:
         """Send one call and return its 2xx response; errors as in :meth:`_request`.
         ``extra_read_seconds`` stretches the read timeout (for long polls)."""
         retries = self.retries if retries is None else retries
         content: bytes | None = None
-        headers: dict[str, str] = {}
+        headers = _NO_HEADERS
         if body is not UNSET:
             content = orjson.dumps(body)
-            headers["content-type"] = "application/json"
-        timeout: httpx.Timeout | None = None
-        if extra_read_seconds:
-            base = self._http.timeout
-            read = None if base.read is None else base.read + extra_read_seconds
-            timeout = httpx.Timeout(base.connect, read=read, write=base.write, pool=base.pool)
+            headers = _JSON_HEADERS
         repeatable = method in _SAFE_METHODS or (
             isinstance(body, Mapping) and body.get("idempotency_key") is not None
         )
@@ -204,23 +202,15 @@ class _Api:
         while True:
             try:
                 response = await self._http.request(
-                    method,
-                    path,
-                    content=content,
-                    params=params,
-                    headers=headers,
-                    timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                    method, path, content, params, headers, extra_read_seconds
                 )
-            except httpx.TransportError as exc:
-                never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
-                if attempt < retries and (never_sent or repeatable):
+            except Failure as exc:
+                if attempt < retries and (exc.never_sent or repeatable):
                     attempt += 1
                     await asyncio.sleep(_backoff(attempt, None))
                     continue
-                if isinstance(exc, httpx.TimeoutException):
-                    raise TransportError(
-                        f"{method} {self.base_url}{path}: timed out ({exc})"
-                    ) from exc
+                if exc.timed_out:
+                    raise TransportError(f"{method} {self.base_url}{path}: {exc}") from exc
                 raise TransportError(f"cannot reach {self.base_url}: {exc}") from exc
             if response.is_success:
                 return response
@@ -241,7 +231,11 @@ def _backoff(attempt: int, retry_after: float | None) -> float:
     return float(min(30.0, max(0.0, base) * random.uniform(1.0, 1.25)))
 
 
-def _decoded(response: httpx.Response) -> Any:
+_NO_HEADERS: dict[str, str] = {}
+_JSON_HEADERS = {"content-type": "application/json"}
+
+
+def _decoded(response: Reply) -> Any:
     """A response body as JSON (its text when it is not JSON; None when empty)."""
     if not response.content:
         return None
