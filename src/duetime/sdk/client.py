@@ -95,7 +95,7 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _spec_from(spec: TaskSpec | Mapping[str, Any], index: int | None = None) -> TaskSpec:
+def _spec_from(spec: TaskSpec | Mapping[str, Any]) -> TaskSpec:
     if isinstance(spec, TaskSpec):
         return spec
     try:
@@ -103,9 +103,34 @@ def _spec_from(spec: TaskSpec | Mapping[str, Any], index: int | None = None) -> 
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        if index is not None:
-            where = f"tasks.{index}.{where}"
         raise errors.ValidationError(f"{where}: {first['msg']}", field=where) from exc
+
+
+_SPECS = pydantic.TypeAdapter(list[TaskSpec])
+
+
+class _Created(pydantic.BaseModel):
+    """The answer of ``POST /v1/tasks/batch``, validated from its JSON in one pass."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="ignore")
+
+    items: list[Task]
+
+
+def _specs_json(specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A batch's task bodies, checked and dumped as one list by pydantic-core (per-batch work,
+    not per-item calls); a malformed item is a ValidationError naming ``tasks.<index>.<field>``
+    and nothing is sent."""
+    items = [s if isinstance(s, TaskSpec) else dict(s) for s in specs]
+    try:
+        checked = _SPECS.validate_python(items)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(["tasks", *(str(p) for p in first["loc"])])
+        raise errors.ValidationError(f"{where}: {first['msg']}", field=where) from exc
+    dumped: list[dict[str, Any]] = _SPECS.dump_python(checked, mode="json", exclude_unset=True)
+    # As TaskSpec.to_json: None means "server default", except for the payload.
+    return [{k: v for k, v in d.items() if v is not None or k == "payload"} for d in dumped]
 
 
 class _Api:
@@ -266,9 +291,9 @@ class _TaskCalls(_Api):
 
     async def create_tasks(self, specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[Task]:
         """Create up to 1,000 tasks in one call, all or nothing; results in input order."""
-        body = {"tasks": [_spec_from(s, i).to_json() for i, s in enumerate(specs)]}
-        data = await self._request("POST", "/v1/tasks/batch", body=body)
-        return [Task.model_validate(item) for item in data["items"]]
+        body = {"tasks": _specs_json(specs)}
+        response = await self._send("POST", "/v1/tasks/batch", body=body)
+        return _Created.model_validate_json(response.content).items
 
     async def get_task(self, task_id: str) -> Task:
         """One task. Raises ``NotFound``."""
