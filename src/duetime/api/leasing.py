@@ -11,8 +11,9 @@ limited queue by the reaper).
 Acks: on a store that can (:class:`~duetime.store.protocols.LeaseCompleter`, PostgreSQL),
 completions are ended by lease id in one statement with no read first; what that leaves (fails,
 stale leases, tasks with dependents) takes the general path: one store round trip finds the
-leases (the caller's tenant only, so another tenant's lease id is simply stale), one ends them all; the attempt's retry delay comes from
-:func:`duetime.retry.next_retry_delay`, as for pushed deliveries. An ack the store cannot record
+leases (the caller's tenant only, so another tenant's lease id is simply stale), one ends them
+all; the attempt's retry delay comes from :func:`duetime.retry.next_retry_delay`, as for pushed
+deliveries. An ack the store cannot record
 is isolated (:mod:`duetime.store.isolation`): its task gets a failed attempt saying why, the
 others in the call are recorded, and the call answers 200. Error and result text is cleaned and
 bounded by the store (:mod:`duetime.store.recorded`), alike on both stores.

@@ -153,7 +153,6 @@ class WorkerConfig:
         """Seconds between two heartbeats of one lease."""
         return self.heartbeat_seconds or self.lease_seconds / 3
 
-
     def prefetch_for(self, concurrency: int) -> int:
         """Leased tasks that may wait for a slot, for a worker of ``concurrency`` slots."""
         if self.prefetch is not None:
@@ -252,7 +251,6 @@ class _Held:
     kind: str | None = None  # "complete", "fail" or "release" (failed back at shutdown)
     ended: bool = False  # the outcome is decided (ack buffered, or dropped)
     lost: bool = False  # the server refused a heartbeat: someone else owns the task now
-
 
 
 def _default_worker_id() -> str:
