@@ -131,3 +131,20 @@ async def test_a_long_poll_stretches_the_read_timeout(server: tuple[FakeServer, 
     async with AsyncClient(url, timeout=0.2, retries=0) as client:
         reply = await client._send("POST", "/v1/queues/q/lease", body={}, extra_read_seconds=1.0)
     assert reply.status_code == 201 and reply.is_success
+
+
+async def test_a_client_works_from_one_event_loop_after_another(
+    server: tuple[FakeServer, str],
+) -> None:
+    """Two ``asyncio.run`` calls (in a thread, while this loop serves) share one client."""
+    fake, url = server
+    client = AsyncClient(url)
+
+    async def create() -> str:
+        return (await client.create_task(target=worker_target())).id
+
+    def twice() -> list[str]:
+        return [asyncio.run(create()), asyncio.run(create())]
+
+    assert await asyncio.to_thread(twice) == [TASK["id"]] * 2
+    assert len(fake.requests) == 2

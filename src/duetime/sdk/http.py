@@ -9,6 +9,7 @@ httpx path instead, with the same replies and failures.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -84,11 +85,16 @@ class AiohttpBackend:
         self._headers = dict(headers)
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         session = self._session
-        if session is None or session.closed:
+        loop = asyncio.get_running_loop()
+        if session is None or session.closed or self._loop is not loop:
+            # A session belongs to the loop it was made in: a client used from a new loop (two
+            # asyncio.run calls) gets a new one; the old loop's connections go with that loop.
+            self._loop = loop
             connector = aiohttp.TCPConnector(limit=100, ttl_dns_cache=300)
             session = aiohttp.ClientSession(
                 connector=connector, headers=self._headers, auto_decompress=True
@@ -144,7 +150,7 @@ class AiohttpBackend:
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
-        if session is not None and not session.closed:
+        if session is not None and not session.closed and self._loop is asyncio.get_running_loop():
             await session.close()
 
 
