@@ -129,6 +129,8 @@ async def test_prefetch_leases_ahead_but_runs_at_most_concurrency() -> None:
 def test_default_prefetch() -> None:
     assert WorkerConfig().prefetch_for(10) == 100  # max_lease_batch
     assert WorkerConfig().prefetch_for(50) == 200  # 4 x concurrency
+    assert WorkerConfig().prefetch_for(2000) == 1000  # capped
+    assert WorkerConfig(max_lease_batch=500).prefetch_for(10) == 500
     assert WorkerConfig(prefetch=0).prefetch_for(10) == 0
     with pytest.raises(ValueError, match="prefetch"):
         WorkerConfig(prefetch=-1)

@@ -91,6 +91,8 @@ Handler = Callable[["Job"], Any]
 SHUTDOWN_ERROR = "worker shutting down"
 MAX_HANDLERS = 100
 """A lease call names at most this many tasks (the server's limit)."""
+MAX_DEFAULT_PREFETCH = 1000
+"""The default prefetch never holds more than this many waiting leases."""
 
 
 class NonRetryable(Exception):
@@ -109,8 +111,10 @@ class WorkerConfig:
     - ``wait_seconds``: how long one lease call long-polls when nothing is due.
     - ``max_lease_batch``: the most tasks asked for in one lease call.
     - ``prefetch``: how many leased tasks may wait for a free slot (beyond ``concurrency``
-      running ones); None: ``max(max_lease_batch, 4 * concurrency)``. They are heart-beaten
-      while they wait and released at a stop. 0 leases only for free slots.
+      running ones); None: ``4 * concurrency`` (as Celery's default prefetch multiplier), at
+      most 1,000 and at least ``max_lease_batch``, so one lease call can fill the window. They
+      are heart-beaten while they wait (one call per lease each ``heartbeat_interval``) and
+      released at a stop. 0 leases only for free slots.
     - ``ack_flush_seconds``, ``ack_batch_size``: acks wait at most this long, or until this many
       are buffered, before they are sent.
     - ``shutdown_grace_seconds``: how long running handlers may finish after a stop request.
@@ -157,7 +161,7 @@ class WorkerConfig:
         """Leased tasks that may wait for a slot, for a worker of ``concurrency`` slots."""
         if self.prefetch is not None:
             return self.prefetch
-        return max(self.max_lease_batch, 4 * concurrency)
+        return max(self.max_lease_batch, min(4 * concurrency, MAX_DEFAULT_PREFETCH))
 
 
 class Job:
