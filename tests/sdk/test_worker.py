@@ -126,6 +126,22 @@ async def test_prefetch_leases_ahead_but_runs_at_most_concurrency() -> None:
     assert asked[0] == 7 and max(asked) == 7, "2 slots + 5 prefetched, never more"
 
 
+async def test_prefetch_refills_in_batches_not_one_by_one() -> None:
+    api = FakeLeaseApi()
+    for _ in range(40):
+        api.add("quick")
+    worker = make_worker(api, concurrency=1, prefetch=10, max_lease_batch=100)
+
+    @worker.handler("quick")
+    async def quick(job: Job) -> None:
+        await asyncio.sleep(0.002)
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
+    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    assert stats.succeeded == 40
+    assert asked[0] == 11 and min(asked) >= 5, asked  # never a lease call per freed slot
+
+
 def test_default_prefetch() -> None:
     assert WorkerConfig().prefetch_for(10) == 100  # max_lease_batch
     assert WorkerConfig().prefetch_for(50) == 200  # 4 x concurrency

@@ -29,7 +29,8 @@ is dropped.
 
 How it runs: one loop leases tasks ahead of free slots — up to ``concurrency`` running plus
 ``prefetch`` waiting for a slot, as Celery's prefetch does — long-polling when idle and asking only
-for task names it has handlers for. A prefetched lease is heart-beaten like a running one, so its
+for task names it has handlers for; it leases again once at most half the prefetch still waits,
+so each call brings a fuller batch. A prefetched lease is heart-beaten like a running one, so its
 lease covers the wait for a slot; a lease is read without model validation (``job.task`` is
 parsed on first use). Each task runs on its own
 (async handlers in the event loop, sync ones in a thread pool of ``concurrency`` threads);
@@ -488,11 +489,15 @@ class Worker:
     async def _lease_loop(self, client: AsyncClient, until_empty: bool) -> None:
         assert self._stopping is not None and self._changed is not None
         cfg, queues, names = self.config, self.queues, self.handler_names
-        window = self.concurrency + cfg.prefetch_for(self.concurrency)
+        prefetch = cfg.prefetch_for(self.concurrency)
+        window = self.concurrency + prefetch
+        # While more than half the prefetch still waits, leasing again would only fetch a few
+        # tasks per call: wait for room for a fuller batch (the rest covers the call's trip).
+        low_water = prefetch // 2
         turn = empty_streak = 0
         delay = cfg.backoff_seconds
         while not self._stopping.is_set():
-            if self._busy + len(self._waiting) >= window or (
+            if (self._busy + len(self._waiting) >= window or len(self._waiting) > low_water) or (
                 until_empty and empty_streak >= len(queues) and self._held
             ):
                 self._changed.clear()
