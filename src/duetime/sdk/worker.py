@@ -115,7 +115,9 @@ class WorkerConfig:
       running ones); None: ``4 * concurrency`` (as Celery's default prefetch multiplier), at
       most 1,000 and at least ``max_lease_batch``, so one lease call can fill the window. They
       are heart-beaten while they wait (one call per lease each ``heartbeat_interval``) and
-      released at a stop. 0 leases only for free slots.
+      released at a stop. 0 leases only for free slots: better for long tasks shared by many
+      workers, where a prefetched task would wait behind this worker's slots while another
+      worker idles.
     - ``ack_flush_seconds``, ``ack_batch_size``: acks wait at most this long, or until this many
       are buffered, before they are sent.
     - ``shutdown_grace_seconds``: how long running handlers may finish after a stop request.
