@@ -153,9 +153,12 @@ def test_default_prefetch() -> None:
 
 
 async def test_stop_releases_prefetched_leases_that_never_started() -> None:
+    """...except a task's last attempt: failing it back would fail the task without it ever
+    running, so it runs within the grace period instead."""
     api = FakeLeaseApi()
     ids = [api.add("block") for _ in range(4)]
-    worker = make_worker(api, concurrency=1, prefetch=3, shutdown_grace_seconds=5)
+    last = api.add("block", attempts=3, retry={"max_attempts": 3})
+    worker = make_worker(api, concurrency=1, prefetch=4, shutdown_grace_seconds=5)
     release = asyncio.Event()
     started: list[str] = []
 
@@ -166,24 +169,45 @@ async def test_stop_releases_prefetched_leases_that_never_started() -> None:
         return "done"
 
     running = asyncio.create_task(worker.run())
-    await until(lambda: worker.stats.leased == 4 and started)
+    await until(lambda: worker.stats.leased == 5 and started)
     worker.stop()
     await asyncio.sleep(0.05)  # the three waiting leases are released at once, not started
     waiting = [i for i in ids if i not in started]
-    assert len(started) == 1 and len(waiting) == 3
-    assert all(api.outcomes[i] == ("fail", api.outcomes[i][1]) for i in waiting)
+    assert started == [ids[0]] and len(waiting) == 3 and last not in api.outcomes
+    assert all(api.outcomes[i][0] == "fail" for i in waiting)
     assert {api.outcomes[i][1]["error"] for i in waiting} == {"worker shutting down"}
     assert {api.outcomes[i][1]["retryable"] for i in waiting} == {True}
-    release.set()  # the running one finishes within its grace
+    release.set()  # the running one finishes within its grace, then the last attempt runs
     stats = await asyncio.wait_for(running, 5)
-    assert api.outcomes[started[0]][0] == "complete"
-    assert stats.released == 3 and stats.succeeded == 1
+    assert started == [ids[0], last]
+    assert api.outcomes[ids[0]][0] == "complete" and api.outcomes[last][0] == "complete"
+    assert stats.released == 3 and stats.succeeded == 2
+
+
+async def test_a_hard_stop_fails_back_a_waiting_last_attempt_too() -> None:
+    api = FakeLeaseApi()
+    first = api.add("block")
+    last = api.add("block", attempts=2, retry={"max_attempts": 2})
+    worker = make_worker(api, concurrency=1, prefetch=1, shutdown_grace_seconds=5)
+
+    @worker.handler("block")
+    async def block(job: Job) -> None:
+        await asyncio.sleep(30)
+
+    running = asyncio.create_task(worker.run())
+    await until(lambda: worker.stats.leased == 2)
+    worker.stop(graceful=False)
+    stats = await asyncio.wait_for(running, 5)
+    assert {api.outcomes[first][0], api.outcomes[last][0]} == {"fail"}
+    assert stats.released == 2
 
 
 def test_job_reads_the_lease_lazily() -> None:
     data = task_json("t-1", "x", payload={"a": 1}, timeout_seconds=2)
     job = Job(data, 1, "l-1", "w")
     assert (job.id, job.name, job.payload, job.timeout_seconds) == ("t-1", "x", {"a": 1}, 2.0)
+    assert not job.last_attempt  # no policy in the lease: not known to be the last
+    assert Job({**data, "retry": {"max_attempts": 1}}, 1, "l", "w").last_attempt
     assert job.task.payload == {"a": 1} and job.task.status.value == "running"
     assert job.task is job.task  # parsed once
 

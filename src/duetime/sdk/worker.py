@@ -43,7 +43,8 @@ one of them for at most a second, in turn.
 
 Stopping: :meth:`Worker.stop` (or SIGTERM/SIGINT under :meth:`Worker.run_sync`) stops leasing at
 once, releases the prefetched leases that have not started (failed back as retryable, like the
-rest), lets running handlers finish for ``shutdown_grace_seconds``, fails the rest back as
+rest; a task's last attempt is run within the grace instead, since failing it back would fail
+the task without it ever running), lets running handlers finish for ``shutdown_grace_seconds``, fails the rest back as
 retryable (``"worker shutting down"``) so another worker takes them without waiting for their
 leases to expire, and flushes every ack. A second signal skips the grace period.
 """
@@ -209,6 +210,16 @@ class Job:
     def name(self) -> str | None:
         """The task's name (the handler it was dispatched to)."""
         return self._data.get("name") if self._task is None else self._task.name
+
+    @property
+    def last_attempt(self) -> bool:
+        """Whether this attempt is the last one the task's retry policy allows (failing it back
+        would fail the task for good)."""
+        if self._task is not None:
+            return self.attempt >= self._task.retry.max_attempts
+        retry = self._data.get("retry")
+        limit = retry.get("max_attempts") if isinstance(retry, Mapping) else None
+        return isinstance(limit, int) and self.attempt >= limit
 
     @property
     def timeout_seconds(self) -> float | None:
@@ -662,12 +673,16 @@ class Worker:
     def _free_slot(self) -> None:
         assert self._changed is not None and self._stopping is not None
         self._busy -= 1
-        # Prefetched leases start as slots free; at a stop they wait to be released instead.
-        while self._waiting and self._busy < self.concurrency and not self._stopping.is_set():
+        self._start_waiting()
+        self._changed.set()
+
+    def _start_waiting(self) -> None:
+        """Start prefetched leases in the free slots (at a stop only the last attempts are
+        left waiting: see :meth:`_shut_down`)."""
+        while self._waiting and self._busy < self.concurrency:
             held = self._waiting.popleft()
             if not (held.ended or held.lost):
                 self._begin(held)
-        self._changed.set()
 
     def _complete(self, held: _Held, result: Any) -> None:
         if held.ended or held.lost:
@@ -765,12 +780,19 @@ class Worker:
         loop, changed, acks = self._loop, self._changed, self._acks
         assert loop is not None and changed is not None and acks is not None
         deadline = loop.time() + self.config.shutdown_grace_seconds
+        # Prefetched leases that never started are released, except a task's last attempt:
+        # failing that back would fail the task without it ever running, so it runs within the
+        # grace period like the running ones (and is failed back with them when that ends).
         waiting = [h for h in self._waiting if not (h.ended or h.lost)]
-        self._waiting.clear()
-        if waiting:
-            log.info("releasing %d prefetched tasks that had not started", len(waiting))
-        for held in waiting:
+        last = [h for h in waiting if h.job.last_attempt]
+        released = [h for h in waiting if not h.job.last_attempt]
+        self._waiting = deque(last)
+        if released:
+            log.info("releasing %d prefetched tasks that had not started", len(released))
+        for held in released:
             self._fail(held, SHUTDOWN_ERROR, retryable=True)
+        if not self._hard_stop:
+            self._start_waiting()
         while not self._hard_stop and any(not h.ended for h in self._held.values()):
             remaining = deadline - loop.time()
             if remaining <= 0:
