@@ -366,9 +366,10 @@ async def _complete_leased(
         return {}
 
 
-def result_json(value: Any) -> str:
-    """A worker's result as the JSON text the store keeps."""
-    return orjson.dumps(value).decode()
+def result_json(value: Any) -> bytes:
+    """A worker's result as the JSON the store keeps (UTF-8 bytes; its length is checked
+    against the payload limit before it is decoded)."""
+    return orjson.dumps(value)
 
 
 def hub(request: Request) -> LeaseHub:

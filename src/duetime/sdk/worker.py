@@ -44,9 +44,10 @@ one of them for at most a second, in turn.
 Stopping: :meth:`Worker.stop` (or SIGTERM/SIGINT under :meth:`Worker.run_sync`) stops leasing at
 once, releases the prefetched leases that have not started (failed back as retryable, like the
 rest; a task's last attempt is run within the grace instead, since failing it back would fail
-the task without it ever running), lets running handlers finish for ``shutdown_grace_seconds``, fails the rest back as
-retryable (``"worker shutting down"``) so another worker takes them without waiting for their
-leases to expire, and flushes every ack. A second signal skips the grace period.
+the task without it ever running), lets running handlers finish for ``shutdown_grace_seconds``,
+fails the rest back as retryable (``"worker shutting down"``) so another worker takes them
+without waiting for their leases to expire, and flushes every ack. A second signal skips the
+grace period.
 """
 
 from __future__ import annotations
