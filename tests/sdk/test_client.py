@@ -171,6 +171,33 @@ async def test_create_tasks_posts_one_batch_and_keeps_order() -> None:
     assert len(api.requests) == 1
 
 
+async def test_create_tasks_bodies_match_single_create_bodies() -> None:
+    """The batch is checked and dumped as one list: each body equals what create_task sends."""
+    when = datetime(2030, 1, 1, tzinfo=UTC)
+    specs: list[Any] = [
+        {"target": worker_target(), "payload": None, "name": None, "run_at": when},
+        TaskSpec(target=worker_target(), retry={"max_attempts": 2}, labels={"a": "b"}),
+    ]
+    ids = [f"01900000-0000-7000-8000-00000000000{i}" for i in (1, 2)]
+    api = Recorder(
+        httpx.Response(201, json=task_json(id=ids[0])),
+        httpx.Response(201, json=task_json(id=ids[1])),
+        httpx.Response(201, json={"items": [task_json(id=i) for i in ids]}),
+    )
+    async with client_for(api) as client:
+        await client.create_task(**specs[0])
+        await client.create_task(specs[1])
+        singles = [json.loads(r.content) for r in api.requests]
+        made = await client.create_tasks(specs)
+    assert api.body() == {"tasks": singles}
+    assert singles[0] == {
+        "target": {"type": "worker"},
+        "payload": None,
+        "run_at": "2030-01-01T00:00:00Z",
+    }
+    assert [t.id for t in made] == ids and made[0].run_at.tzinfo is not None
+
+
 async def test_list_tasks_encodes_every_filter() -> None:
     api = Recorder(httpx.Response(200, json={"items": [task_json()], "next_cursor": "abc"}))
     async with client_for(api) as client:

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from worker_fakes import FakeLeaseApi, problem
+from worker_fakes import FakeLeaseApi, problem, task_json
 
 import duetime
 from duetime.sdk import ApiUnauthorized
@@ -76,7 +76,8 @@ async def test_sync_and_async_handlers_complete_in_batches() -> None:
     assert threads and all(t.startswith("duetime-w-test") for t in threads)
     leases = api.bodies("/lease")
     assert all(b["names"] == ["double", "shout"] and b["worker_id"] == "w-test" for b in leases)
-    assert all(1 <= b["max_tasks"] <= 8 for b in leases)
+    window = 8 + WorkerConfig().prefetch_for(8)  # free slots plus the default prefetch
+    assert all(1 <= b["max_tasks"] <= window for b in leases)
     assert all(b["wait_seconds"] == 0 for b in leases), "until_empty never long-polls"
     batches = api.bodies("/v1/leases/complete")
     assert sum(len(b["items"]) for b in batches) == 50
@@ -84,11 +85,11 @@ async def test_sync_and_async_handlers_complete_in_batches() -> None:
     assert not api.bodies("/heartbeat"), "short tasks need no heartbeat"
 
 
-async def test_lease_asks_for_free_slots_only_and_respects_concurrency() -> None:
+async def test_lease_asks_for_free_slots_only_without_prefetch() -> None:
     api = FakeLeaseApi()
     for _ in range(12):
         api.add("slow")
-    worker = make_worker(api, concurrency=3)
+    worker = make_worker(api, concurrency=3, prefetch=0)
     running = peak = 0
 
     @worker.handler("slow")
@@ -102,6 +103,113 @@ async def test_lease_asks_for_free_slots_only_and_respects_concurrency() -> None
     stats = await asyncio.wait_for(worker.run(until_empty=True), 5)
     assert stats.succeeded == 12 and peak == 3
     assert max(b["max_tasks"] for b in api.bodies("/lease")) == 3
+
+
+async def test_prefetch_leases_ahead_but_runs_at_most_concurrency() -> None:
+    api = FakeLeaseApi()
+    for _ in range(20):
+        api.add("slow")
+    worker = make_worker(api, concurrency=2, prefetch=5, max_lease_batch=100)
+    running = peak = 0
+
+    @worker.handler("slow")
+    async def slow(job: Job) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 5)
+    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    assert stats.succeeded == 20 and peak == 2
+    assert asked[0] == 7 and max(asked) == 7, "2 slots + 5 prefetched, never more"
+
+
+async def test_prefetch_refills_in_batches_not_one_by_one() -> None:
+    api = FakeLeaseApi()
+    for _ in range(40):
+        api.add("quick")
+    worker = make_worker(api, concurrency=1, prefetch=10, max_lease_batch=100)
+
+    @worker.handler("quick")
+    async def quick(job: Job) -> None:
+        await asyncio.sleep(0.002)
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
+    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    assert stats.succeeded == 40
+    assert asked[0] == 11 and min(asked) >= 5, asked  # never a lease call per freed slot
+
+
+def test_default_prefetch() -> None:
+    assert WorkerConfig().prefetch_for(10) == 100  # max_lease_batch
+    assert WorkerConfig().prefetch_for(50) == 200  # 4 x concurrency
+    assert WorkerConfig().prefetch_for(2000) == 1000  # capped
+    assert WorkerConfig(max_lease_batch=500).prefetch_for(10) == 500
+    assert WorkerConfig(prefetch=0).prefetch_for(10) == 0
+    with pytest.raises(ValueError, match="prefetch"):
+        WorkerConfig(prefetch=-1)
+
+
+async def test_stop_releases_prefetched_leases_that_never_started() -> None:
+    """...except a task's last attempt: failing it back would fail the task without it ever
+    running, so it runs within the grace period instead."""
+    api = FakeLeaseApi()
+    ids = [api.add("block") for _ in range(4)]
+    last = api.add("block", attempts=3, retry={"max_attempts": 3})
+    worker = make_worker(api, concurrency=1, prefetch=4, shutdown_grace_seconds=5)
+    release = asyncio.Event()
+    started: list[str] = []
+
+    @worker.handler("block")
+    async def block(job: Job) -> str:
+        started.append(job.id)
+        await release.wait()
+        return "done"
+
+    running = asyncio.create_task(worker.run())
+    await until(lambda: worker.stats.leased == 5 and started)
+    worker.stop()
+    await asyncio.sleep(0.05)  # the three waiting leases are released at once, not started
+    waiting = [i for i in ids if i not in started]
+    assert started == [ids[0]] and len(waiting) == 3 and last not in api.outcomes
+    assert all(api.outcomes[i][0] == "fail" for i in waiting)
+    assert {api.outcomes[i][1]["error"] for i in waiting} == {"worker shutting down"}
+    assert {api.outcomes[i][1]["retryable"] for i in waiting} == {True}
+    release.set()  # the running one finishes within its grace, then the last attempt runs
+    stats = await asyncio.wait_for(running, 5)
+    assert started == [ids[0], last]
+    assert api.outcomes[ids[0]][0] == "complete" and api.outcomes[last][0] == "complete"
+    assert stats.released == 3 and stats.succeeded == 2
+
+
+async def test_a_hard_stop_fails_back_a_waiting_last_attempt_too() -> None:
+    api = FakeLeaseApi()
+    first = api.add("block")
+    last = api.add("block", attempts=2, retry={"max_attempts": 2})
+    worker = make_worker(api, concurrency=1, prefetch=1, shutdown_grace_seconds=5)
+
+    @worker.handler("block")
+    async def block(job: Job) -> None:
+        await asyncio.sleep(30)
+
+    running = asyncio.create_task(worker.run())
+    await until(lambda: worker.stats.leased == 2)
+    worker.stop(graceful=False)
+    stats = await asyncio.wait_for(running, 5)
+    assert {api.outcomes[first][0], api.outcomes[last][0]} == {"fail"}
+    assert stats.released == 2
+
+
+def test_job_reads_the_lease_lazily() -> None:
+    data = task_json("t-1", "x", payload={"a": 1}, timeout_seconds=2)
+    job = Job(data, 1, "l-1", "w")
+    assert (job.id, job.name, job.payload, job.timeout_seconds) == ("t-1", "x", {"a": 1}, 2.0)
+    assert not job.last_attempt  # no policy in the lease: not known to be the last
+    assert Job({**data, "retry": {"max_attempts": 1}}, 1, "l", "w").last_attempt
+    assert job.task.payload == {"a": 1} and job.task.status.value == "running"
+    assert job.task is job.task  # parsed once
 
 
 async def test_exceptions_map_to_retryable_and_non_retryable_failures() -> None:

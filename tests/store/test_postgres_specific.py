@@ -463,6 +463,10 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
                 ),
                 "task_promote_due": ("tasks_due_idx", "NULL, 10"),
                 "task_expired_leases": ("tasks_lease_expiry_idx", "NULL, 10"),
+                "task_complete_leased": (
+                    "tasks_lease_id_idx",
+                    "NULL, ARRAY[gen_random_uuid()], ARRAY['1'], 't'",
+                ),
             }
             types = {
                 "task_claim_push": (
@@ -473,6 +477,7 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
                 ),
                 "task_promote_due": "timestamptz, int",
                 "task_expired_leases": "timestamptz, int",
+                "task_complete_leased": "timestamptz, uuid[], text[], text",
             }
             for name, (index, args) in expected.items():
                 plan = await _generic_plan(conn, QUERIES[name], types[name], args)

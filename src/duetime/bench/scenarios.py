@@ -500,6 +500,11 @@ SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
     **BROKER_SCENARIOS,
 }
 
+# The SDK's scenarios use the helpers above, so they are registered after them.
+from duetime.bench.sdk_scenarios import SDK_SCENARIOS  # noqa: E402
+
+SCENARIOS.update(SDK_SCENARIOS)
+
 
 def run(name: str, config: BenchConfig, echo: Callable[[str], None] = print) -> Figures:
     """Run scenario ``name`` ``config.repeat`` times; print each run and the medians."""

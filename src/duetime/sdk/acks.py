@@ -162,7 +162,7 @@ class AckBatcher:
         delay = self._backoff
         while True:
             try:
-                results = await self._client._acks(_PATHS[kind], {"items": batch})
+                results = await self._client._acks_raw(_PATHS[kind], {"items": batch})
             except (ApiUnavailable, ApiTransportError) as exc:
                 if not self._may_retry(delay):
                     log.warning("giving up on %d %s acks: %s", len(batch), kind, exc)
@@ -184,12 +184,12 @@ class AckBatcher:
                 for item in batch:
                     self._on_done(item["lease_id"], "error")
                 return
-            by_lease = {r.lease_id: r for r in results}
+            by_lease = {r.get("lease_id"): r for r in results}
             for item in batch:
                 result = by_lease.get(item["lease_id"])
                 if result is None:
                     outcome: AckOutcome = "error"
-                elif result.ok:
+                elif result.get("status") == "ok":
                     outcome = "ok"
                 else:
                     outcome = "stale"

@@ -46,6 +46,7 @@ from duetime.sdk.errors import (
     TransportError,
     error_from_response,
 )
+from duetime.sdk.http import AiohttpBackend, Backend, Failure, HttpxBackend, Params, Reply
 from duetime.sdk.leases import LeaseCalls
 from duetime.sdk.models import (
     ApiKeyCreated,
@@ -84,7 +85,6 @@ class _Unset:
 UNSET: Any = _Unset()
 """Marks an argument the caller did not give (where ``None`` is a meaningful JSON value)."""
 
-Params = list[tuple[str, str | int | float | bool | None]]
 
 _END = object()
 
@@ -100,7 +100,7 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _spec_from(spec: TaskSpec | Mapping[str, Any], index: int | None = None) -> TaskSpec:
+def _spec_from(spec: TaskSpec | Mapping[str, Any]) -> TaskSpec:
     if isinstance(spec, TaskSpec):
         return spec
     try:
@@ -108,9 +108,34 @@ def _spec_from(spec: TaskSpec | Mapping[str, Any], index: int | None = None) -> 
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        if index is not None:
-            where = f"tasks.{index}.{where}"
         raise errors.ValidationError(f"{where}: {first['msg']}", field=where) from exc
+
+
+_SPECS = pydantic.TypeAdapter(list[TaskSpec])
+
+
+class _Created(pydantic.BaseModel):
+    """The answer of ``POST /v1/tasks/batch``, validated from its JSON in one pass."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="ignore")
+
+    items: list[Task]
+
+
+def _specs_json(specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A batch's task bodies, checked and dumped as one list by pydantic-core (per-batch work,
+    not per-item calls); a malformed item is a ValidationError naming ``tasks.<index>.<field>``
+    and nothing is sent."""
+    items = [s if isinstance(s, TaskSpec) else dict(s) for s in specs]
+    try:
+        checked = _SPECS.validate_python(items)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(["tasks", *(str(p) for p in first["loc"])])
+        raise errors.ValidationError(f"{where}: {first['msg']}", field=where) from exc
+    dumped: list[dict[str, Any]] = _SPECS.dump_python(checked, mode="json", exclude_unset=True)
+    # As TaskSpec.to_json: None means "server default", except for the payload.
+    return [{k: v for k, v in d.items() if v is not None or k == "payload"} for d in dumped]
 
 
 class _Api:
@@ -143,8 +168,11 @@ class _Api:
             headers["authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
         self.retries = max(0, retries)
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        # aiohttp over the network (far less work per call); httpx for a caller's transport.
+        self._http: Backend = (
+            AiohttpBackend(self.base_url, headers, timeout)
+            if transport is None
+            else HttpxBackend(self.base_url, headers, timeout, transport)
         )
 
     async def aclose(self) -> None:
@@ -188,20 +216,15 @@ class _Api:
         params: Params | None = None,
         extra_read_seconds: float = 0.0,
         retries: int | None = None,
-    ) -> httpx.Response:
+    ) -> Reply:
         """Send one call and return its 2xx response; errors as in :meth:`_request`.
         ``extra_read_seconds`` stretches the read timeout (for long polls)."""
         retries = self.retries if retries is None else retries
         content: bytes | None = None
-        headers: dict[str, str] = {}
+        headers = _NO_HEADERS
         if body is not UNSET:
             content = orjson.dumps(body)
-            headers["content-type"] = "application/json"
-        timeout: httpx.Timeout | None = None
-        if extra_read_seconds:
-            base = self._http.timeout
-            read = None if base.read is None else base.read + extra_read_seconds
-            timeout = httpx.Timeout(base.connect, read=read, write=base.write, pool=base.pool)
+            headers = _JSON_HEADERS
         repeatable = method in _SAFE_METHODS or (
             isinstance(body, Mapping) and body.get("idempotency_key") is not None
         )
@@ -209,23 +232,15 @@ class _Api:
         while True:
             try:
                 response = await self._http.request(
-                    method,
-                    path,
-                    content=content,
-                    params=params,
-                    headers=headers,
-                    timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                    method, path, content, params, headers, extra_read_seconds
                 )
-            except httpx.TransportError as exc:
-                never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
-                if attempt < retries and (never_sent or repeatable):
+            except Failure as exc:
+                if attempt < retries and (exc.never_sent or repeatable):
                     attempt += 1
                     await asyncio.sleep(_backoff(attempt, None))
                     continue
-                if isinstance(exc, httpx.TimeoutException):
-                    raise TransportError(
-                        f"{method} {self.base_url}{path}: timed out ({exc})"
-                    ) from exc
+                if exc.timed_out:
+                    raise TransportError(f"{method} {self.base_url}{path}: {exc}") from exc
                 raise TransportError(f"cannot reach {self.base_url}: {exc}") from exc
             if response.is_success:
                 return response
@@ -246,7 +261,11 @@ def _backoff(attempt: int, retry_after: float | None) -> float:
     return float(min(30.0, max(0.0, base) * random.uniform(1.0, 1.25)))
 
 
-def _decoded(response: httpx.Response) -> Any:
+_NO_HEADERS: dict[str, str] = {}
+_JSON_HEADERS = {"content-type": "application/json"}
+
+
+def _decoded(response: Reply) -> Any:
     """A response body as JSON (its text when it is not JSON; None when empty)."""
     if not response.content:
         return None
@@ -277,9 +296,9 @@ class _TaskCalls(_Api):
 
     async def create_tasks(self, specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[Task]:
         """Create up to 1,000 tasks in one call, all or nothing; results in input order."""
-        body = {"tasks": [_spec_from(s, i).to_json() for i, s in enumerate(specs)]}
-        data = await self._request("POST", "/v1/tasks/batch", body=body)
-        return [Task.model_validate(item) for item in data["items"]]
+        body = {"tasks": _specs_json(specs)}
+        response = await self._send("POST", "/v1/tasks/batch", body=body)
+        return _Created.model_validate_json(response.content).items
 
     async def get_task(self, task_id: str) -> Task:
         """One task. Raises ``NotFound``."""

@@ -39,6 +39,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+_PAYLOAD_ONLY = frozenset({"payload"})
+
 
 class _Response(BaseModel):
     """Base of every response model: immutable, tolerant of fields it does not know."""
@@ -103,7 +105,7 @@ class TaskSpec(_Request):
 
     @classmethod
     def _nullable_fields(cls) -> frozenset[str]:
-        return frozenset({"payload"})
+        return _PAYLOAD_ONLY
 
 
 class TaskSpecFields(TypedDict, total=False):

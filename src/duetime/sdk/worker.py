@@ -27,8 +27,12 @@ failure recorded as ``"TypeName: message"``. A handler that overruns the task's
 a sync one is left to finish in its thread (its slot stays taken until it does) and its result
 is dropped.
 
-How it runs: one loop leases as many tasks as there are free slots (``concurrency``), long-polling
-when idle and asking only for task names it has handlers for; each task runs on its own
+How it runs: one loop leases tasks ahead of free slots — up to ``concurrency`` running plus
+``prefetch`` waiting for a slot, as Celery's prefetch does — long-polling when idle and asking only
+for task names it has handlers for; it leases again once at most half the prefetch still waits,
+so each call brings a fuller batch. A prefetched lease is heart-beaten like a running one, so its
+lease covers the wait for a slot; a lease is read without model validation (``job.task`` is
+parsed on first use). Each task runs on its own
 (async handlers in the event loop, sync ones in a thread pool of ``concurrency`` threads);
 leases held longer than a third of ``lease_seconds`` are extended by heartbeats; completions and
 failures are sent in batches a few milliseconds apart. A lease the server says is stale (409:
@@ -38,9 +42,12 @@ backoff. With several queues, each round asks every queue (without waiting) befo
 one of them for at most a second, in turn.
 
 Stopping: :meth:`Worker.stop` (or SIGTERM/SIGINT under :meth:`Worker.run_sync`) stops leasing at
-once, lets running handlers finish for ``shutdown_grace_seconds``, fails the rest back as
-retryable (``"worker shutting down"``) so another worker takes them without waiting for their
-leases to expire, and flushes every ack. A second signal skips the grace period.
+once, releases the prefetched leases that have not started (failed back as retryable, like the
+rest; a task's last attempt is run within the grace instead, since failing it back would fail
+the task without it ever running), lets running handlers finish for ``shutdown_grace_seconds``,
+fails the rest back as retryable (``"worker shutting down"``) so another worker takes them
+without waiting for their leases to expire, and flushes every ack. A second signal skips the
+grace period.
 """
 
 from __future__ import annotations
@@ -55,7 +62,8 @@ import secrets
 import signal
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,7 +77,7 @@ from duetime.sdk.errors import (
     ApiValidationError,
     TransportError,
 )
-from duetime.sdk.models import Lease, Task
+from duetime.sdk.models import Task
 from duetime.sdk.threads import DaemonThreadPool
 
 if TYPE_CHECKING:
@@ -86,6 +94,8 @@ Handler = Callable[["Job"], Any]
 SHUTDOWN_ERROR = "worker shutting down"
 MAX_HANDLERS = 100
 """A lease call names at most this many tasks (the server's limit)."""
+MAX_DEFAULT_PREFETCH = 1000
+"""The default prefetch never holds more than this many waiting leases."""
 
 
 class NonRetryable(Exception):
@@ -103,6 +113,13 @@ class WorkerConfig:
       ``lease_seconds``.
     - ``wait_seconds``: how long one lease call long-polls when nothing is due.
     - ``max_lease_batch``: the most tasks asked for in one lease call.
+    - ``prefetch``: how many leased tasks may wait for a free slot (beyond ``concurrency``
+      running ones); None: ``4 * concurrency`` (as Celery's default prefetch multiplier), at
+      most 1,000 and at least ``max_lease_batch``, so one lease call can fill the window. They
+      are heart-beaten while they wait (one call per lease each ``heartbeat_interval``) and
+      released at a stop. 0 leases only for free slots: better for long tasks shared by many
+      workers, where a prefetched task would wait behind this worker's slots while another
+      worker idles.
     - ``ack_flush_seconds``, ``ack_batch_size``: acks wait at most this long, or until this many
       are buffered, before they are sent.
     - ``shutdown_grace_seconds``: how long running handlers may finish after a stop request.
@@ -118,6 +135,7 @@ class WorkerConfig:
     heartbeat_seconds: float | None = None
     wait_seconds: float = 20.0
     max_lease_batch: int = 100
+    prefetch: int | None = None
     ack_flush_seconds: float = 0.002
     ack_batch_size: int = 500
     shutdown_grace_seconds: float = 30.0
@@ -134,6 +152,8 @@ class WorkerConfig:
             raise ValueError("shutdown_grace_seconds must be >= 0")
         if not (1 <= self.max_lease_batch <= 1000 and 1 <= self.ack_batch_size <= 1000):
             raise ValueError("max_lease_batch and ack_batch_size must be in 1..1000")
+        if self.prefetch is not None and self.prefetch < 0:
+            raise ValueError("prefetch must be >= 0")
         if self.lease_seconds < 0.1 or not 0 <= self.wait_seconds <= 60:
             raise ValueError("lease_seconds must be >= 0.1 and wait_seconds in 0..60")
 
@@ -142,34 +162,76 @@ class WorkerConfig:
         """Seconds between two heartbeats of one lease."""
         return self.heartbeat_seconds or self.lease_seconds / 3
 
+    def prefetch_for(self, concurrency: int) -> int:
+        """Leased tasks that may wait for a slot, for a worker of ``concurrency`` slots."""
+        if self.prefetch is not None:
+            return self.prefetch
+        return max(self.max_lease_batch, min(4 * concurrency, MAX_DEFAULT_PREFETCH))
 
-@dataclass(frozen=True, slots=True)
+
 class Job:
     """One leased run of a task, as a handler receives it.
 
-    ``task`` is the task as ``GET /v1/tasks/{id}`` shows it; ``attempt`` is this attempt's number
-    (1 for the first); ``lease_id`` is the fencing token the worker acks with.
+    ``task`` is the task as ``GET /v1/tasks/{id}`` shows it (a :class:`Task`, parsed from the
+    lease on first use: a handler that reads only ``payload``, ``id`` or ``name`` costs no model
+    validation); ``attempt`` is this attempt's number (1 for the first); ``lease_id`` is the
+    fencing token the worker acks with.
     """
 
-    task: Task
-    attempt: int
-    lease_id: str
-    worker_id: str
+    __slots__ = ("_data", "_task", "attempt", "lease_id", "worker_id")
+
+    def __init__(
+        self, task: Task | Mapping[str, Any], attempt: int, lease_id: str, worker_id: str
+    ) -> None:
+        self._task: Task | None = task if isinstance(task, Task) else None
+        self._data: Mapping[str, Any] = {} if isinstance(task, Task) else task
+        self.attempt = attempt
+        self.lease_id = lease_id
+        self.worker_id = worker_id
+
+    @property
+    def task(self) -> Task:
+        """The leased task (raises pydantic's ``ValidationError`` if the server sent a task this
+        SDK cannot read)."""
+        if self._task is None:
+            self._task = Task.model_validate(self._data)
+        return self._task
 
     @property
     def payload(self) -> Any:
         """The task's payload (any JSON value)."""
-        return self.task.payload
+        return self._data.get("payload") if self._task is None else self._task.payload
 
     @property
     def id(self) -> str:
         """The task's id."""
-        return self.task.id
+        return str(self._data["id"]) if self._task is None else self._task.id
 
     @property
     def name(self) -> str | None:
         """The task's name (the handler it was dispatched to)."""
-        return self.task.name
+        return self._data.get("name") if self._task is None else self._task.name
+
+    @property
+    def last_attempt(self) -> bool:
+        """Whether this attempt is the last one the task's retry policy allows (failing it back
+        would fail the task for good)."""
+        if self._task is not None:
+            return self.attempt >= self._task.retry.max_attempts
+        retry = self._data.get("retry")
+        limit = retry.get("max_attempts") if isinstance(retry, Mapping) else None
+        return isinstance(limit, int) and self.attempt >= limit
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """The task's timeout (None: none)."""
+        if self._task is not None:
+            return self._task.timeout_seconds
+        value = self._data.get("timeout_seconds")
+        return None if value is None else float(value)
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id!r}, name={self.name!r}, attempt={self.attempt})"
 
 
 @dataclass(slots=True)
@@ -188,12 +250,19 @@ class WorkerStats:
     server_errors: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Registered:
+    fn: Handler
+    is_async: bool
+
+
 @dataclass(eq=False, slots=True)
 class _Held:
     """A lease this worker holds: running, or ended and waiting for its ack to land."""
 
     job: Job
     next_beat: float
+    registered: _Registered | None = None
     is_async: bool = True
     runner: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None  # the task's timeout
@@ -201,12 +270,6 @@ class _Held:
     kind: str | None = None  # "complete", "fail" or "release" (failed back at shutdown)
     ended: bool = False  # the outcome is decided (ack buffered, or dropped)
     lost: bool = False  # the server refused a heartbeat: someone else owns the task now
-
-
-@dataclass(frozen=True, slots=True)
-class _Registered:
-    fn: Handler
-    is_async: bool
 
 
 def _default_worker_id() -> str:
@@ -255,6 +318,7 @@ class Worker:
         self.config = config or WorkerConfig()
         self.stats = WorkerStats()
         self._held: dict[str, _Held] = {}
+        self._waiting: deque[_Held] = deque()  # prefetched: leased, waiting for a slot
         self._busy = 0  # slots taken: handlers (or their threads) still running
         self._stopping: asyncio.Event | None = None
         self._changed: asyncio.Event | None = None  # a slot freed or a lease let go
@@ -439,10 +503,15 @@ class Worker:
     async def _lease_loop(self, client: AsyncClient, until_empty: bool) -> None:
         assert self._stopping is not None and self._changed is not None
         cfg, queues, names = self.config, self.queues, self.handler_names
+        prefetch = cfg.prefetch_for(self.concurrency)
+        window = self.concurrency + prefetch
+        # While more than half the prefetch still waits, leasing again would only fetch a few
+        # tasks per call: wait for room for a fuller batch (the rest covers the call's trip).
+        low_water = prefetch // 2
         turn = empty_streak = 0
         delay = cfg.backoff_seconds
         while not self._stopping.is_set():
-            if self._busy >= self.concurrency or (
+            if (self._busy + len(self._waiting) >= window or len(self._waiting) > low_water) or (
                 until_empty and empty_streak >= len(queues) and self._held
             ):
                 self._changed.clear()
@@ -459,7 +528,7 @@ class Worker:
                 wait = min(cfg.wait_seconds, 1.0)  # the other queues are polled again soon
             else:
                 wait = cfg.wait_seconds
-            want = min(self.concurrency - self._busy, cfg.max_lease_batch)
+            want = min(window - self._busy - len(self._waiting), cfg.max_lease_batch)
             try:
                 leases = await self._lease(client, queue, want, wait, names)
             except (ApiUnavailable, TransportError, ApiNotFound) as exc:
@@ -479,13 +548,13 @@ class Worker:
             delay = cfg.backoff_seconds
             empty_streak = 0 if leases else empty_streak + 1
             for lease in leases:
-                self._start(lease)
+                self._accept(lease)
 
     async def _lease(
         self, client: AsyncClient, queue: str, want: int, wait: float, names: list[str]
-    ) -> list[Lease]:
+    ) -> list[dict[str, Any]]:
         assert self._stopping is not None
-        call = client.lease_tasks(
+        call = client._lease_raw(
             queue,
             max_tasks=want,
             lease_seconds=self.config.lease_seconds,
@@ -519,23 +588,34 @@ class Worker:
 
     # -- running handlers --------------------------------------------------------------------
 
-    def _start(self, lease: Lease) -> None:
+    def _accept(self, lease: dict[str, Any]) -> None:
+        """Take one lease (as the server sent it): start it in a free slot, or let it wait."""
         loop = self._loop
         assert loop is not None
         self.stats.leased += 1
-        job = Job(lease.task, lease.attempt, lease.lease_id, self.worker_id)
+        job = Job(lease["task"], lease["attempt"], lease["lease_id"], self.worker_id)
         held = _Held(job, loop.time() + self.config.heartbeat_interval)
-        self._held[lease.lease_id] = held
-        registered = self._handlers.get(lease.task.name or "")
+        self._held[job.lease_id] = held
+        registered = self._handlers.get(job.name or "")
         if registered is None:
-            self._fail(held, f"no handler for task name {lease.task.name!r}", retryable=False)
+            self._fail(held, f"no handler for task name {job.name!r}", retryable=False)
             return
-        self._busy += 1
+        held.registered = registered
         held.is_async = registered.is_async
-        held.runner = loop.create_task(self._run(held, registered))
-        if lease.task.timeout_seconds:
+        if self._busy < self.concurrency and not self._waiting:
+            self._begin(held)
+        else:
+            self._waiting.append(held)
+
+    def _begin(self, held: _Held) -> None:
+        loop = self._loop
+        assert loop is not None and held.registered is not None
+        self._busy += 1
+        held.runner = loop.create_task(self._run(held, held.registered))
+        timeout = held.job.timeout_seconds
+        if timeout:
             # One timer handle per task: far cheaper than an asyncio.timeout() scope.
-            held.timer = loop.call_later(lease.task.timeout_seconds, self._expire, held)
+            held.timer = loop.call_later(timeout, self._expire, held)
 
     def _expire(self, held: _Held) -> None:
         if held.ended or held.runner is None or held.runner.done():
@@ -586,15 +666,24 @@ class Worker:
             self.stats.timed_out += 1
             self._fail(
                 held,
-                f"timed out after {held.job.task.timeout_seconds:g}s",
+                f"timed out after {held.job.timeout_seconds or 0:g}s",
                 retryable=True,
                 timed_out=True,
             )
 
     def _free_slot(self) -> None:
-        assert self._changed is not None
+        assert self._changed is not None and self._stopping is not None
         self._busy -= 1
+        self._start_waiting()
         self._changed.set()
+
+    def _start_waiting(self) -> None:
+        """Start prefetched leases in the free slots (at a stop only the last attempts are
+        left waiting: see :meth:`_shut_down`)."""
+        while self._waiting and self._busy < self.concurrency:
+            held = self._waiting.popleft()
+            if not (held.ended or held.lost):
+                self._begin(held)
 
     def _complete(self, held: _Held, result: Any) -> None:
         if held.ended or held.lost:
@@ -692,6 +781,19 @@ class Worker:
         loop, changed, acks = self._loop, self._changed, self._acks
         assert loop is not None and changed is not None and acks is not None
         deadline = loop.time() + self.config.shutdown_grace_seconds
+        # Prefetched leases that never started are released, except a task's last attempt:
+        # failing that back would fail the task without it ever running, so it runs within the
+        # grace period like the running ones (and is failed back with them when that ends).
+        waiting = [h for h in self._waiting if not (h.ended or h.lost)]
+        last = [h for h in waiting if h.job.last_attempt]
+        released = [h for h in waiting if not h.job.last_attempt]
+        self._waiting = deque(last)
+        if released:
+            log.info("releasing %d prefetched tasks that had not started", len(released))
+        for held in released:
+            self._fail(held, SHUTDOWN_ERROR, retryable=True)
+        if not self._hard_stop:
+            self._start_waiting()
         while not self._hard_stop and any(not h.ended for h in self._held.values()):
             remaining = deadline - loop.time()
             if remaining <= 0:

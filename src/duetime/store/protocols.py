@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from duetime.store.counters import CountKey, Reconciled
 from duetime.types import (
@@ -72,6 +72,23 @@ class Signal(Protocol):
         """True once :attr:`generation` differs from ``generation`` (read before checking for
         work), False after ``timeout``. For any number of waiters: unlike :meth:`wait` it
         consumes nothing, so it never takes a wake-up from another component."""
+
+
+@runtime_checkable
+class LeaseCompleter(Protocol):
+    """A store that can end succeeded attempts by lease id alone, without the caller reading the
+    tasks first (the lease API's hot path; PostgreSQL, where each read is a round trip)."""
+
+    async def task_complete_leased(
+        self, tenant_id: str, lease_ids: Sequence[str], results: Sequence[str | None]
+    ) -> dict[str, tuple[str, str]]:
+        """End as ``succeeded`` (with ``results[i]``, JSON text) each task of ``tenant_id``
+        running under ``lease_ids[i]`` that has no dependents, writing its attempt (started at
+        the lease's start, worker = the lease's holder) as :meth:`Store.task_complete_many`
+        does, fenced alike. Returns lease_id → (task_id, queue) for the ones it ended; the rest
+        (stale, another tenant's, a task with dependents, a repeated lease id) are left
+        unchanged for the caller's general path (:meth:`Store.task_leases_get` then
+        :meth:`Store.task_complete_many`), which tells stale from the rest."""
 
 
 class Store(Protocol):

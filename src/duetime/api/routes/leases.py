@@ -105,13 +105,12 @@ def _one(result: AckResult) -> Response:
     return render.json_response(result.to_json())
 
 
-def _result(request: Request, value: Any, field: str) -> str:
-    """The result's JSON text, refused (413) over the server's payload limit."""
-    text = result_json(value)
-    limit = services(request).settings.max_payload_bytes
-    if len(text.encode()) > limit:
+def _result(value: Any, limit: int, field: str) -> str:
+    """The result's JSON text, refused (413) over ``limit`` bytes (the payload limit)."""
+    data = result_json(value)
+    if len(data) > limit:
         raise PayloadTooLarge(f"the result is over the {limit}-byte limit", field=field)
-    return text
+    return data.decode()
 
 
 @router.post(
@@ -127,7 +126,8 @@ async def complete_lease(lease_id: str, request: Request) -> Response:
     """End the attempt as succeeded with ``result``; 409 when the lease is stale."""
     call = await tenant_call(request)
     body = await json_body(request, CompleteIn, optional=True)
-    ack = Ack(lease_id, ok=True, result_json=_result(request, body.result, "result"))
+    limit = services(request).settings.max_payload_bytes
+    ack = Ack(lease_id, ok=True, result_json=_result(body.result, limit, "result"))
     (result,) = await hub(request).ack(call.tenant_id, [ack])
     return _one(result)
 
@@ -172,8 +172,9 @@ async def complete_leases(request: Request) -> Response:
     """Complete up to 1,000 leases; a stale one is reported as ``"stale"``, never an error."""
     call = await tenant_call(request)
     body = await json_body(request, CompleteBatchIn, batch=True)
+    limit = services(request).settings.max_payload_bytes
     acks = [
-        Ack(item.lease_id, ok=True, result_json=_result(request, item.result, f"items.{i}.result"))
+        Ack(item.lease_id, ok=True, result_json=_result(item.result, limit, f"items.{i}.result"))
         for i, item in enumerate(body.items)
     ]
     results = await hub(request).ack(call.tenant_id, acks)

@@ -407,6 +407,48 @@ att AS (
 )
 SELECT id, lease_id, status, has_dependents FROM done;
 
+-- name: task_complete_leased
+-- Lease API, succeeded attempts by lease id alone ($2 lease ids, $3 results, tenant $4): no read
+-- of the tasks beforehand. Each lease is found by one probe of tasks_lease_id_idx and its task
+-- then by primary key (as in task_heartbeat). The lease is the fence, as in task_complete_many;
+-- tasks with dependents are left to that statement, which settles them in a transaction.
+WITH l AS MATERIALIZED (
+    SELECT x.id, l.lease_id, l.result
+    FROM unnest($2::uuid[], $3::text[]) AS l (lease_id, result)
+    CROSS JOIN LATERAL (
+        SELECT id FROM tasks WHERE lease_id = l.lease_id AND status = 'running'
+        ORDER BY lease_id LIMIT 1
+    ) AS x
+),
+done AS (
+    UPDATE tasks t SET
+        status = 'succeeded',
+        finished_at = coalesce($1::timestamptz, now()),
+        result = l.result,
+        lease_id = NULL,
+        lease_expires_at = NULL,
+        version = t.version + 1,
+        updated_at = coalesce($1::timestamptz, now())
+    FROM l
+    WHERE t.id = l.id AND t.lease_id = l.lease_id AND t.tenant_id = $4 AND NOT t.has_dependents
+      -- A worker id over the attempts' 256-byte limit is cut by the general path (recordable).
+      AND octet_length(coalesce(t.worker_id, '')) <= 256
+    RETURNING t.id, l.lease_id, t.queue, t.attempts, t.started_at, t.worker_id
+),
+att AS (
+    INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error,
+                          http_status, duration_ms, worker)
+    SELECT d.id, d.attempts, coalesce(d.started_at, coalesce($1::timestamptz, now())),
+           coalesce($1::timestamptz, now()), 'succeeded', NULL, NULL,
+           greatest(0, extract(epoch FROM coalesce($1::timestamptz, now())
+                                          - coalesce(d.started_at, coalesce($1::timestamptz, now()))
+                               ) * 1000)::float8,
+           d.worker_id
+    FROM done d
+    ON CONFLICT DO NOTHING
+)
+SELECT id, lease_id, queue FROM done;
+
 -- name: task_deps_release
 -- Parents $2 succeeded: each blocked child loses that many pending parents; at zero it becomes
 -- ready or scheduled by its own due_at.

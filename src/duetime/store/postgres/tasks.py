@@ -23,7 +23,7 @@ from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.signals import PgSignal
 from duetime.store.postgres.sql import QUERIES as Q
-from duetime.store.recorded import recordable
+from duetime.store.recorded import recordable, recorded_result
 from duetime.types import (
     ClaimRequest,
     Completion,
@@ -340,6 +340,33 @@ class TaskOps:
                 )
             )
         return results
+
+    async def task_complete_leased(
+        self, tenant_id: str, lease_ids: Sequence[str], results: Sequence[str | None]
+    ) -> dict[str, tuple[str, str]]:
+        """End succeeded attempts by lease id in one statement, without reading the tasks first
+        (see :class:`~duetime.store.protocols.LeaseCompleter`)."""
+        wanted: dict[str, str | None] = {}
+        repeated: set[str] = set()
+        for lease_id, result in zip(lease_ids, results, strict=True):
+            if lease_id in wanted:
+                repeated.add(lease_id)  # the general path answers the repeat "stale"
+            elif is_uuid(lease_id):
+                wanted[lease_id] = None if result is None else recorded_result(result)
+        for lease_id in repeated:
+            wanted.pop(lease_id, None)
+        if not wanted:
+            return {}
+        async with self._connection() as conn:
+            found = await conn.fetch(
+                Q["task_complete_leased"],
+                self._pinned(),
+                list(wanted),
+                list(wanted.values()),
+                tenant_id,
+            )
+        # Succeeded tasks with no dependents wake nobody: no signal to fire.
+        return {str(r["lease_id"]): (str(r["id"]), r["queue"]) for r in found}
 
     async def _complete(self, batch: list[Completion]) -> dict[tuple[str, str], TaskStatus]:
         pinned = self._pinned()

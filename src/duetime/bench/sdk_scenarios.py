@@ -1,0 +1,104 @@
+"""Benchmark scenarios through the Python SDK, as users create tasks (issue 15, SPEC §6): one
+caller awaiting each ``AsyncClient.create_task``, and ``create_tasks`` with 1,000 tasks per call.
+Registered in :data:`duetime.bench.scenarios.SCENARIOS` (``duetime bench run create-sdk-single``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from duetime.bench.scenarios import BenchConfig, Figures, bench_store, node, percentile
+
+SINGLE_SECONDS = 5.0
+WARMUP_CALLS = 200
+BATCH_SIZE = 1000
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _spec() -> dict[str, Any]:
+    later = datetime.now(UTC) + timedelta(hours=1)
+    return {"target": {"type": "worker"}, "payload": {"k": "v"}, "run_at": later}
+
+
+def create_sdk_single(config: BenchConfig, workdir: Path) -> Figures:
+    """Single creates from one caller awaiting each ``AsyncClient.create_task`` (SDK decoding
+    included), for 5 s after a warm-up: the rate and each call's latency."""
+    from duetime import AsyncClient
+
+    with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+        spec = _spec()
+
+        async def measure() -> tuple[float, list[float], float, float]:
+            async with AsyncClient(proc.url) as client:
+                for _ in range(WARMUP_CALLS):
+                    await client.create_task(**spec)
+                samples: list[float] = []
+                node_cpu, own_cpu = _cpu_seconds(proc.popen.pid), time.process_time()
+                start = time.perf_counter()
+                stop = start + SINGLE_SECONDS
+                while (t0 := time.perf_counter()) < stop:
+                    task = await client.create_task(**spec)
+                    samples.append(time.perf_counter() - t0)
+                    assert task.created, task
+                rate = len(samples) / (time.perf_counter() - start)
+                node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu
+                return rate, samples, time.process_time() - own_cpu, node_cpu
+
+        rate, samples, client_cpu, node_cpu = asyncio.run(measure())
+    # CPU per create holds up on a busy machine, where the rate mostly measures the neighbours.
+    return {
+        "creates_per_s": rate,
+        "p50_ms": percentile(samples, 50) * 1000,
+        "p99_ms": percentile(samples, 99) * 1000,
+        "client_cpu_us": client_cpu / len(samples) * 1e6,
+        "node_cpu_us": node_cpu / len(samples) * 1e6,
+    }
+
+
+def create_sdk_batch(config: BenchConfig, workdir: Path) -> Figures:
+    """``config.tasks`` tasks through ``AsyncClient.create_tasks``, 1,000 per call, one caller
+    awaiting each call (SDK encoding and decoding included)."""
+    from duetime import AsyncClient
+
+    with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+        specs = [_spec()] * BATCH_SIZE
+
+        async def measure() -> tuple[float, float, float]:
+            async with AsyncClient(proc.url, timeout=60) as client:
+                await client.create_tasks(specs[:10])  # warm up the connection and statements
+                calls = max(1, config.tasks // BATCH_SIZE)
+                node_cpu, own_cpu = _cpu_seconds(proc.popen.pid), time.process_time()
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    made = await client.create_tasks(specs)
+                    assert len(made) == BATCH_SIZE
+                total = calls * BATCH_SIZE
+                rate = total / (time.perf_counter() - t0)
+                client_cpu = (time.process_time() - own_cpu) / total
+                return rate, client_cpu, (_cpu_seconds(proc.popen.pid) - node_cpu) / total
+
+        rate, client_cpu, node_cpu = asyncio.run(measure())
+    return {
+        "batch_tasks_per_s": rate,
+        "client_cpu_us": client_cpu * 1e6,
+        "node_cpu_us": node_cpu * 1e6,
+    }
+
+
+SDK_SCENARIOS = {
+    "create-sdk-single": create_sdk_single,
+    "create-sdk-batch": create_sdk_batch,
+}
