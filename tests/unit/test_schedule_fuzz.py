@@ -124,6 +124,8 @@ def test_every_parses_or_is_a_validation_error(
 @example("FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO;BYHOUR=23;BYMINUTE=59", "UTC", None)
 @example("FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30", "UTC", None)
 @example("FREQ=DAILY;UNTIL=99991231T235959", "UTC", datetime(8999, 12, 31, tzinfo=UTC))
+@example("FREQ=DAILY;UNTIL=99991231T235959", "America/New_York", None)  # overflowed west of UTC
+@example("FREQ=DAILY;UNTIL=99991231", "America/Santiago", None)
 @example("FREQ=HOURLY;INTERVAL=5;BYHOUR=3", "UTC", datetime(2030, 1, 1, 1, tzinfo=UTC))
 def test_rrule_parses_or_is_a_validation_error(
     expr: str, zone: str, start: datetime | None

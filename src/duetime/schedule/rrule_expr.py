@@ -104,9 +104,9 @@ def _parse_until(value: str, zone: ZoneInfo) -> datetime:
             wall = datetime.combine(datetime(int(y), int(mo), int(d)).date(), time(23, 59, 59))
             return to_instant(wall, zone)
         moment = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s))
-    except ValueError as exc:
+        return moment.replace(tzinfo=UTC) if z else to_instant(moment, zone)
+    except (ValueError, OverflowError) as exc:  # Overflow: 9999-12-31 west of UTC
         raise _error(f"UNTIL={value} is not a valid date: {exc}") from None
-    return moment.replace(tzinfo=UTC) if z else to_instant(moment, zone)
 
 
 def _split(source: str) -> list[tuple[str, str]]:
