@@ -48,6 +48,7 @@ from duetime.api.schemas import (
     TenantCreateIn,
 )
 from duetime.config import Settings
+from duetime.observe.http import HttpMetrics
 from duetime.store.protocols import Store
 from duetime.ui import router as ui_router
 
@@ -131,6 +132,7 @@ def create_app(
     problems.install(app)
     if settings.dev_mode:  # no credentials: refuse cross-site and DNS-rebinding requests
         app.add_middleware(DevModeGuard)
+    app.add_middleware(HttpMetrics)  # added last, so outermost: the guard's refusals count too
     for router in ROUTERS:
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

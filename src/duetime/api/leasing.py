@@ -31,6 +31,7 @@ from starlette.requests import Request
 
 from duetime import metrics
 from duetime.clock import utcnow
+from duetime.observe.endings import attempts_ended
 from duetime.retry import next_retry_delay
 from duetime.store.isolation import complete_isolated, reason
 from duetime.store.protocols import Signal, Store
@@ -199,6 +200,9 @@ class LeaseHub:
                 completions.append(item.completion(lease, now))
         # A completion the store refuses fails its own task, never the whole call.
         results = await complete_isolated(self.store, completions)
+        attempts_ended(
+            zip([leases[c.lease_id] for c in completions], completions, results, strict=True)
+        )
         ended = iter(results)
         out: list[AckResult] = []
         freed: set[tuple[str, str]] = set()

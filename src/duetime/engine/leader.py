@@ -68,7 +68,15 @@ class Leader(Service):
 
     def _set(self, held: bool) -> None:
         if held != self._held:
-            log.info("node %s %s leadership", self._node_id, "took" if held else "lost")
+            change = "took" if held else "lost"
+            log.log(
+                logging.INFO if held else logging.WARNING,
+                "node %s %s leadership",
+                self._node_id,
+                change,
+                extra={"event": "leadership_changed", "node": self._node_id, "leadership": change},
+            )
+            metrics.LEADERSHIP_CHANGES.labels(change).inc()
         self._held = held
         metrics.IS_LEADER.set(int(held))
 

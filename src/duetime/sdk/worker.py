@@ -59,6 +59,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from duetime.observe.logs import quiet_http_clients
 from duetime.sdk.acks import AckBatcher, AckOutcome, encode_result
 from duetime.sdk.errors import (
     ApiConflict,
@@ -348,6 +349,7 @@ class Worker:
             raise ValueError(f"a worker leases at most {MAX_HANDLERS} task names; split it")
         if self._loop is not None:
             raise RuntimeError("this Worker is already running (or has run)")
+        quiet_http_clients()  # httpx logs one INFO line per request: thousands a second here
         loop = self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._stopping, self._changed = asyncio.Event(), asyncio.Event()
