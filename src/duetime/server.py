@@ -16,6 +16,7 @@ import uvicorn
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.errors import ConfigError, ValidationError
+from duetime.observe import tracing
 from duetime.observe.logs import configure_logging, log_settings
 from duetime.observe.storetime import timed
 from duetime.store import Store, store_from_url
@@ -85,6 +86,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def prepare_process(settings: Settings) -> None:
     """Logging and the event loop, alike in the node and in its dispatcher processes."""
     configure_logging(settings.log_level, settings.log_format)
+    tracing.setup()
     try:
         import uvloop
 

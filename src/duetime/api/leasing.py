@@ -31,7 +31,8 @@ from starlette.requests import Request
 
 from duetime import metrics
 from duetime.clock import utcnow
-from duetime.observe.endings import attempts_ended
+from duetime.observe import tracing
+from duetime.observe.endings import attempts_ended, trace_lease
 from duetime.retry import next_retry_delay
 from duetime.store.isolation import complete_isolated, reason
 from duetime.store.protocols import Signal, Store
@@ -169,6 +170,8 @@ class LeaseHub:
                 task = lease.task
                 if task.started_at is not None:
                     lag.observe(max(0.0, (task.started_at - task.due_at).total_seconds()))
+                if tracing.ENABLED:
+                    trace_lease(lease)
         return leases
 
     async def heartbeat(

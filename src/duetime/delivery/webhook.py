@@ -10,6 +10,7 @@ Every request carries::
     duetime-attempt: <1-based attempt number>
     duetime-scheduled-for: <RFC 3339 UTC>   (only for schedule-made tasks; absent otherwise)
     idempotency-key: <the task's idempotency key, or its id>
+    traceparent: <W3C trace context>         (when the task has one; see observe/tracing.py)
 
 Target headers never override the signature, ``duetime-*``, ``idempotency-key`` or framing
 headers (they are dropped at delivery; :func:`check_http_target` refuses them at create time).
@@ -264,6 +265,9 @@ class WebhookDeliverer:
                 raise _Refused(f"cannot sign: {exc}") from exc
         if task.scheduled_for is not None:
             headers[HEADER_SCHEDULED_FOR] = _rfc3339_utc(task.scheduled_for)
+        traceparent = delivery.traceparent or task.traceparent
+        if traceparent is not None:  # W3C Trace Context: the receiver joins the task's trace
+            headers["traceparent"] = traceparent
         if not extra:
             return headers
         if not isinstance(extra, Mapping):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -13,7 +14,8 @@ from duetime.delivery.base import Deliverer, Delivery, Outcome
 from duetime.engine.completer import Completer
 from duetime.engine.secret_cache import SecretCache
 from duetime.engine.service import Service
-from duetime.observe.endings import attempts_ended
+from duetime.observe import tracing
+from duetime.observe.endings import attempts_ended, tracing_attributes
 from duetime.retry import next_retry_delay
 from duetime.store import Store
 from duetime.store.isolation import reason
@@ -147,7 +149,12 @@ class Dispatcher(Service):
         try:
             secrets = await self._secrets.get(task.tenant_id)
             deliverer = self._deliverers[task.target_type]
-            outcome = await deliverer.deliver(Delivery(task, lease.attempt, secrets))
+            if tracing.ENABLED:
+                outcome = await self._deliver_traced(
+                    deliverer, Delivery(task, lease.attempt, secrets)
+                )
+            else:
+                outcome = await deliverer.deliver(Delivery(task, lease.attempt, secrets))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a deliverer must not raise; if one does, it is retryable
@@ -182,6 +189,22 @@ class Dispatcher(Service):
                 worker=self._node_id,
             )
         )
+
+    async def _deliver_traced(self, deliverer: Deliverer, delivery: Delivery) -> Outcome:
+        """The delivery in a ``duetime.task.deliver`` span whose context the receiver gets
+        (after a ``duetime.task.ready`` span of the wait from due time to claim)."""
+        task = delivery.task
+        attributes = tracing_attributes(task, delivery.attempt)
+        tracing.record(
+            "duetime.task.ready", task.traceparent, task.due_at, task.started_at, attributes
+        )
+        with tracing.span("duetime.task.deliver", task.traceparent, attributes) as span:
+            traced = dataclasses.replace(delivery, traceparent=tracing.traceparent_of(span))
+            outcome = await deliverer.deliver(traced)
+            span.set_attribute("duetime.outcome", outcome.outcome.value)
+            if outcome.http_status is not None:
+                span.set_attribute("http.response.status_code", outcome.http_status)
+            return outcome
 
     def _recorded(
         self, completions: Sequence[Completion], results: Sequence[CompletionResult]

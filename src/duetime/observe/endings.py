@@ -24,12 +24,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from duetime import metrics
+from duetime.observe import tracing
 from duetime.types import (
     AttemptOutcome,
     Completion,
     CompletionResult,
     Lease,
     TargetType,
+    Task,
     TaskStatus,
 )
 
@@ -97,6 +99,8 @@ def attempts_ended(ended: Iterable[tuple[Lease, Completion, CompletionResult]]) 
         tenant = metrics.tenant_label(task.tenant_id)
         metrics.child(metrics.TENANT_ATTEMPTS, tenant, completion.outcome.value).inc()
         kind = failure_class(task.target["type"], completion)
+        if tracing.ENABLED:
+            _trace_ending(lease, completion, result, kind)
         if kind is None:
             continue
         metrics.child(metrics.ATTEMPT_FAILURES, task.queue, kind).inc()
@@ -137,3 +141,43 @@ def attempts_ended(ended: Iterable[tuple[Lease, Completion, CompletionResult]]) 
                     listener(lease, completion)
                 except Exception:  # a listener's bug must not lose the other observations
                     log.exception("dead-letter listener failed")
+
+
+def tracing_attributes(task: Task, attempt: int) -> dict[str, Any]:
+    """The attributes every span of one task's attempt carries."""
+    return {
+        "duetime.task_id": task.id,
+        "duetime.tenant": task.tenant_id,
+        "duetime.queue": task.queue,
+        "duetime.attempt": attempt,
+        "duetime.target_type": str(task.target.get("type")),
+    }
+
+
+def _trace_ending(
+    lease: Lease, completion: Completion, result: CompletionResult, kind: str | None
+) -> None:
+    attributes = tracing_attributes(lease.task, lease.attempt)
+    attributes["duetime.outcome"] = completion.outcome.value
+    attributes["duetime.status"] = str(result.status)
+    if kind is not None:
+        attributes["duetime.failure_class"] = kind
+    dead = result.status is TaskStatus.FAILED
+    tracing.record(
+        "duetime.task.complete",
+        lease.task.traceparent,
+        completion.started_at,
+        None,
+        attributes,
+        error=(completion.error or "dead-lettered") if dead else None,
+    )
+
+
+def trace_lease(lease: Lease) -> None:
+    """The ``duetime.task.ready`` (due time to claim) and ``duetime.task.lease`` spans of a
+    task leased to a pull worker."""
+    task = lease.task
+    attributes = tracing_attributes(task, lease.attempt)
+    tracing.record("duetime.task.ready", task.traceparent, task.due_at, task.started_at, attributes)
+    attributes["duetime.lease_id"] = lease.lease_id
+    tracing.record("duetime.task.lease", task.traceparent, task.started_at, None, attributes)

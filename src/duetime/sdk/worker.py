@@ -149,13 +149,16 @@ class Job:
     """One leased run of a task, as a handler receives it.
 
     ``task`` is the task as ``GET /v1/tasks/{id}`` shows it; ``attempt`` is this attempt's number
-    (1 for the first); ``lease_id`` is the fencing token the worker acks with.
+    (1 for the first); ``lease_id`` is the fencing token the worker acks with; ``traceparent``
+    is the W3C trace context the task was created with (None without one): a handler that
+    traces continues the creator's trace from it.
     """
 
     task: Task
     attempt: int
     lease_id: str
     worker_id: str
+    traceparent: str | None = None
 
     @property
     def payload(self) -> Any:
@@ -525,7 +528,7 @@ class Worker:
         loop = self._loop
         assert loop is not None
         self.stats.leased += 1
-        job = Job(lease.task, lease.attempt, lease.lease_id, self.worker_id)
+        job = Job(lease.task, lease.attempt, lease.lease_id, self.worker_id, lease.traceparent)
         held = _Held(job, loop.time() + self.config.heartbeat_interval)
         self._held[lease.lease_id] = held
         registered = self._handlers.get(lease.task.name or "")
