@@ -622,3 +622,14 @@ class ScheduleRevision:
     action: str
     before: Mapping[str, Any]
     after: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationSettings:
+    """Where a tenant's harm events go (``PUT /v1/tenant/notifications``): the event types it
+    wants and the ``http`` target (as a task target) they are delivered to."""
+
+    tenant_id: str
+    events: tuple[str, ...]
+    target: Mapping[str, Any]
+    updated_at: datetime

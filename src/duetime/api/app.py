@@ -31,7 +31,16 @@ from duetime.api.queue_schemas import (
     LeaseIn,
     QueuePutIn,
 )
-from duetime.api.routes import admin, leases, ops, queues, schedules, tasks, tenant
+from duetime.api.routes import (
+    admin,
+    leases,
+    notifications,
+    ops,
+    queues,
+    schedules,
+    tasks,
+    tenant,
+)
 from duetime.api.schedule_schemas import (
     BackfillIn,
     PauseIn,
@@ -58,6 +67,7 @@ ROUTERS: Sequence[APIRouter] = (
     queues.router,
     leases.router,
     tenant.router,
+    notifications.router,
     admin.router,
     ops.router,
     ui_router,
@@ -86,6 +96,7 @@ DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     PauseIn,
     ResumeIn,
     BackfillIn,
+    notifications.NotificationsIn,
 )
 """Models the OpenAPI document must carry although no route declares them as a parameter."""
 
