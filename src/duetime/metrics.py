@@ -50,6 +50,8 @@ def child(metric: _M, *values: str) -> _M:
             if id(metric) in _QUEUE_LABELLED:  # values[0] is a queue name: bounded
                 values = (_admit(values[0]), *values[1:])
                 _series[values[0]].add((id(metric), values))
+            elif metric is TENANT_ATTEMPTS:  # values[0] is a tenant id: bounded
+                values = (tenant_label(values[0]), *values[1:])
             found = metric.labels(*values)
         _children[key] = found
     return found  # type: ignore[no-any-return]  # a _Recorder quacks like the metric

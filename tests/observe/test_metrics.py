@@ -69,6 +69,12 @@ def test_node_exports_harm_figures(tmp_path: Path) -> None:
             return states <= {"succeeded", "failed"}
 
         wait_until(finished, 30, "every task to finish")
+
+        def counted() -> bool:  # the figures are counted just after the rows are written
+            text = api.get("/metrics").text
+            return value(text, "duetime_tenant_attempts_total", tenant="default") == 6
+
+        wait_until(counted, 10, "every attempt to be counted")
         text = api.get("/metrics").text
         log_text = node.log()
 
@@ -109,6 +115,11 @@ def test_tenant_series_are_capped() -> None:
         labels = [metrics.tenant_label(f"t-{i}") for i in range(metrics.MAX_TENANT_SERIES + 50)]
         assert labels.count(metrics.OTHER) >= 50
         assert len(set(labels)) <= metrics.MAX_TENANT_SERIES + 1
+        # Updates through child() (also those forwarded by dispatcher processes) are capped.
+        metrics.child(metrics.TENANT_ATTEMPTS, "one-too-many", "failed").inc()
+        assert "one-too-many" not in {
+            s.labels["tenant"] for m in metrics.TENANT_ATTEMPTS.collect() for s in m.samples
+        }
     finally:
         metrics._tenants.clear()
         metrics._tenants.update(before)

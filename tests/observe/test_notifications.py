@@ -152,9 +152,14 @@ async def test_outage_sends_a_digest_signed_and_recorded(
     for request in requests:
         Webhook(secret).verify(request["raw"], request["headers"])
     # Delivered through the engine: recorded tasks on the notifications queue, with attempts.
-    listed = await api.get(f"/v1/tasks?queue={QUEUE}&limit=100", headers=auth)
-    recorded = listed.json()["items"]
+    recorded: list[dict[str, Any]] = []
+
+    async def all_recorded() -> bool:  # the receiver answers before the completion is written
+        listed = await api.get(f"/v1/tasks?queue={QUEUE}&limit=100", headers=auth)
+        recorded[:] = listed.json()["items"]
+        return {t["status"] for t in recorded} == {"succeeded"}
+
+    await until(all_recorded, "the notification tasks to be recorded as succeeded")
     assert len(recorded) == len(requests)
-    assert {t["status"] for t in recorded} == {"succeeded"}
     attempts = await api.get(f"/v1/tasks/{recorded[0]['id']}/attempts", headers=auth)
     assert attempts.json()["items"][0]["outcome"] == "succeeded"

@@ -68,6 +68,13 @@ def by_name(exporter: InMemorySpanExporter) -> dict[str, list[ReadableSpan]]:
     return found
 
 
+def completed(exporter: InMemorySpanExporter) -> Any:
+    async def check() -> bool:
+        return "duetime.task.complete" in by_name(exporter)
+
+    return check
+
+
 async def wait_for(check: Any, what: str, within: float = 15.0) -> None:
     deadline = asyncio.get_running_loop().time() + within
     while not await check():
@@ -92,6 +99,7 @@ async def test_webhook_gets_the_trace_and_every_span_is_in_it(
             return (await api.get(f"/v1/tasks/{task_id}")).json()["status"] == "succeeded"
 
         await wait_for(done, "the delivery")
+        await wait_for(completed(spans), "the completion span")  # written just after the row
         (request,) = got.on("/ok")
     found = by_name(spans)
     (create,) = found["duetime.task.create"]
@@ -130,6 +138,7 @@ async def test_dead_letter_span_is_an_error(
             return (await api.get(f"/v1/tasks/{task_id}")).json()["status"] == "failed"
 
         await wait_for(done, "the dead letter")
+        await wait_for(completed(spans), "the completion span")
     (complete,) = by_name(spans)["duetime.task.complete"]
     assert complete.status.status_code.name == "ERROR"
     assert complete.attributes is not None and complete.attributes["duetime.failure_class"] == "4xx"
@@ -161,6 +170,7 @@ async def test_worker_job_carries_the_trace(
         return {"ok": "yes"}
 
     await asyncio.wait_for(worker.run(until_empty=True), 20)
+    await wait_for(completed(spans), "the completion span")
     (job,) = seen
     (create,) = by_name(spans)["duetime.task.create"]
     assert job.traceparent == f"00-{TRACE}-{create.context.span_id:016x}-01"

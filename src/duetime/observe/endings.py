@@ -96,8 +96,8 @@ def attempts_ended(ended: Iterable[tuple[Lease, Completion, CompletionResult]]) 
         if not result.accepted:
             continue
         task = lease.task
-        tenant = metrics.tenant_label(task.tenant_id)
-        metrics.child(metrics.TENANT_ATTEMPTS, tenant, completion.outcome.value).inc()
+        # child() caps the tenant label (also for updates forwarded by dispatcher processes).
+        metrics.child(metrics.TENANT_ATTEMPTS, task.tenant_id, completion.outcome.value).inc()
         kind = failure_class(task.target["type"], completion)
         if tracing.ENABLED:
             _trace_ending(lease, completion, result, kind)
