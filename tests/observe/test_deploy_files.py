@@ -1,13 +1,14 @@
 """The shipped alert rules (deploy/prometheus/alerts.yml) and Grafana dashboard
 (deploy/grafana/duetime.json) load, and every metric they name is exported by a real node's
 ``/metrics``. With promtool on PATH (Debian: ``apt-get install prometheus``) the rules are also
-checked by Prometheus's own parser."""
+checked by Prometheus's own parser (scripts/test extracts it into .venv/bin)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,8 @@ def test_name_extraction() -> None:
 
 
 def test_rules_pass_promtool() -> None:
-    promtool = shutil.which("promtool")
+    beside = Path(sys.executable).parent / "promtool"  # where scripts/test puts it
+    promtool = shutil.which("promtool") or (str(beside) if beside.exists() else None)
     if promtool is None:
         pytest.skip(
             "promtool is not installed (apt-get install prometheus); names are still checked"
