@@ -18,6 +18,7 @@ from duetime.config import Settings
 from duetime.engine.engine import Engine
 from duetime.engine.materializer import TICK_LISTENERS
 from duetime.notify.events import QUEUE
+from duetime.sdk import ApiNotFound, ApiValidationError, AsyncClient, http_target
 from duetime.server import build_deliverers
 from duetime.store import Store, store_from_url
 
@@ -163,3 +164,22 @@ async def test_outage_sends_a_digest_signed_and_recorded(
     assert len(recorded) == len(requests)
     attempts = await api.get(f"/v1/tasks/{recorded[0]['id']}/attempts", headers=auth)
     assert attempts.json()["items"][0]["outcome"] == "succeeded"
+
+
+async def test_sdk_calls(live: tuple[httpx.AsyncClient, Engine]) -> None:
+    api, _ = live
+    auth, _, _ = await tenant(api, "sdk")
+    key = auth["authorization"].removeprefix("Bearer ")
+    async with AsyncClient(BASE, key, transport=api._transport) as client:
+        with pytest.raises(ApiNotFound):
+            await client.get_notifications()
+        made = await client.set_notifications(
+            ["schedule.tick_missed"], http_target("http://127.0.0.1:9/hook")
+        )
+        assert made.events == ("schedule.tick_missed",)
+        assert (await client.get_notifications()).target["url"] == "http://127.0.0.1:9/hook"
+        with pytest.raises(ApiValidationError):
+            await client.set_notifications(["nope"], http_target("http://127.0.0.1:9/hook"))
+        await client.delete_notifications()
+        with pytest.raises(ApiNotFound):
+            await client.delete_notifications()
