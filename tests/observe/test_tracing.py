@@ -5,6 +5,7 @@ worker's job; every span of a task is in the task's trace. Without the extra, tr
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -169,7 +170,10 @@ async def test_worker_job_carries_the_trace(
         seen.append(job)
         return {"ok": "yes"}
 
+    logging.getLogger("httpx").setLevel(logging.NOTSET)
     await asyncio.wait_for(worker.run(until_empty=True), 20)
+    # A running worker silences httpx's one INFO line per request (warnings stay).
+    assert logging.getLogger("httpx").getEffectiveLevel() == logging.WARNING
     await wait_for(completed(spans), "the completion span")
     (job,) = seen
     (create,) = by_name(spans)["duetime.task.create"]
