@@ -75,7 +75,10 @@ def worker(
 
     Prints the worker's counts as JSON when it stops.
     """
-    configure_logging(log_level, os.environ.get("DUETIME_LOG_FORMAT") or "text")
+    try:
+        configure_logging(log_level, os.environ.get("DUETIME_LOG_FORMAT") or "text")
+    except ValueError as exc:
+        raise fail(f"logging: {exc}", 2) from None
     found = load_worker(app)
     # The process is the worker's alone: keep the garbage collector from re-scanning every
     # module object loaded so far on each full collection (a measurable cost per task).
