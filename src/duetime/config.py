@@ -54,6 +54,11 @@ class Settings:
     poll_interval_seconds: float = 1.0
     lease_grace_seconds: float = 10.0
     log_level: str = "info"
+    # Log lines as text or as JSON objects (task id, tenant, attempt as fields).
+    log_format: str = "text"
+    # Notifications: at most one event per (tenant, event type) per this many seconds; the
+    # rest are folded into a digest (counts and sample ids).
+    notify_window_seconds: float = 60.0
 
     @property
     def dev_mode(self) -> bool:
@@ -91,6 +96,10 @@ class Settings:
                 f"DUETIME_ADMIN_TOKEN is {len(self.admin_token)} characters long; use at least "
                 f"{MIN_ADMIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)"
             )
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"DUETIME_LOG_FORMAT={self.log_format!r}: use text or json")
+        if self.notify_window_seconds <= 0:
+            raise ConfigError("notify_window_seconds must be positive")
         if self.max_payload_bytes <= 0:
             raise ConfigError("max_payload_bytes must be positive")
         if self.dispatch_processes < 0:

@@ -50,6 +50,8 @@ def child(metric: _M, *values: str) -> _M:
             if id(metric) in _QUEUE_LABELLED:  # values[0] is a queue name: bounded
                 values = (_admit(values[0]), *values[1:])
                 _series[values[0]].add((id(metric), values))
+            elif metric is TENANT_ATTEMPTS:  # values[0] is a tenant id: bounded
+                values = (tenant_label(values[0]), *values[1:])
             found = metric.labels(*values)
         _children[key] = found
     return found  # type: ignore[no-any-return]  # a _Recorder quacks like the metric
@@ -211,6 +213,129 @@ LEASE_HEARTBEATS = Counter(
     registry=REGISTRY,
 )
 
+# -- SPEC §9 figures (see docs/operations.md "Metrics") -------------------------------------------
+
+RETRIES = Counter(
+    "duetime_retries_total",
+    "Attempts that ended with the task waiting for another attempt (retrying), by queue.",
+    ["queue"],
+    registry=REGISTRY,
+)
+DEAD_LETTERS = Counter(
+    "duetime_dead_letters_total",
+    "Tasks that ended failed (the dead-letter set) on this node, by queue.",
+    ["queue"],
+    registry=REGISTRY,
+)
+ATTEMPT_FAILURES = Counter(
+    "duetime_attempt_failures_total",
+    "Attempts that did not succeed, by queue and failure class (connect, timeout, 4xx, 5xx, "
+    "broker_nack, worker_error, lease_expired, other).",
+    ["queue", "failure_class"],
+    registry=REGISTRY,
+)
+TENANT_ATTEMPTS = Counter(
+    "duetime_tenant_attempts_total",
+    "Attempts ended on this node by tenant and outcome (the first 100 tenants seen; the rest "
+    'under tenant="_other").',
+    ["tenant", "outcome"],
+    registry=REGISTRY,
+)
+IN_FLIGHT = Gauge(
+    "duetime_deliveries_in_flight",
+    "Push deliveries running now in this node's process.",
+    registry=REGISTRY,
+)
+LEADERSHIP_CHANGES = Counter(
+    "duetime_leadership_changes_total",
+    "Times this node took or lost the maintenance leadership.",
+    ["change"],
+    registry=REGISTRY,
+)
+STORE_SECONDS = Histogram(
+    "duetime_store_seconds",
+    "Round-trip time of store calls made by this process, by operation.",
+    ["operation"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+    registry=REGISTRY,
+)
+STORE_CALL_ERRORS = Counter(
+    "duetime_store_errors_total",
+    "Store calls that raised, by operation and kind (unavailable, or error).",
+    ["operation", "kind"],
+    registry=REGISTRY,
+)
+HTTP_REQUESTS = Counter(
+    "duetime_http_requests_total",
+    "HTTP requests served, by method, route template and status code.",
+    ["method", "route", "status"],
+    registry=REGISTRY,
+)
+HTTP_SECONDS = Histogram(
+    "duetime_http_request_duration_seconds",
+    "Time to serve an HTTP request (to the end of the response), by method and route template.",
+    ["method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 30),
+    registry=REGISTRY,
+)
+HTTP_IN_PROGRESS = Gauge(
+    "duetime_http_requests_in_progress",
+    "HTTP requests being served now.",
+    registry=REGISTRY,
+)
+SCHEDULE_TICKS = Counter(
+    "duetime_schedule_ticks_total",
+    "Schedule tick ledger rows written by this node's materializer, by outcome.",
+    ["outcome"],
+    registry=REGISTRY,
+)
+NOTIFICATIONS = Counter(
+    "duetime_notifications_total",
+    "Notification events queued for tenants, by event type and kind (event, or digest).",
+    ["event", "kind"],
+    registry=REGISTRY,
+)
+NOTIFICATIONS_HELD = Counter(
+    "duetime_notifications_held_total",
+    "Harm events folded into a later digest instead of sent at once (rate limit), by event type.",
+    ["event"],
+    registry=REGISTRY,
+)
+BUILD_INFO = Gauge(
+    "duetime_build_info",
+    "Always 1; the running version in a label.",
+    ["version"],
+    registry=REGISTRY,
+)
+
+MAX_TENANT_SERIES = 100
+"""Tenants with series of their own in tenant-labelled metrics; the rest count as ``_other``."""
+_tenants: set[str] = set()
+
+
+def tenant_label(tenant_id: str) -> str:
+    """``tenant_id`` while fewer than :data:`MAX_TENANT_SERIES` tenants have series, else
+    :data:`OTHER` (so a service with 100,000 tenants exports a bounded number of series)."""
+    if tenant_id in _tenants:
+        return tenant_id
+    if len(_tenants) < MAX_TENANT_SERIES:
+        _tenants.add(tenant_id)
+        return tenant_id
+    return OTHER
+
+
+def _register_process_collectors() -> None:
+    from prometheus_client import PlatformCollector, ProcessCollector
+
+    from duetime import __version__
+
+    ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, _resident_memory_bytes, ...
+    PlatformCollector(registry=REGISTRY)  # python_info
+    BUILD_INFO.labels(__version__).set(1)
+
+
+_register_process_collectors()
+
 
 _BY_NAME: dict[str, Counter | Gauge | Histogram] = {
     name: value
@@ -219,6 +344,7 @@ _BY_NAME: dict[str, Counter | Gauge | Histogram] = {
 }
 _NAMES = {id(metric): name for name, metric in _BY_NAME.items()}
 _QUEUE_LABELLED: dict[int, Counter | Gauge | Histogram] = {
-    id(metric): metric for metric in (DUE_LAG, ATTEMPTS, LEASES_GRANTED)
+    id(metric): metric
+    for metric in (DUE_LAG, ATTEMPTS, LEASES_GRANTED, RETRIES, DEAD_LETTERS, ATTEMPT_FAILURES)
 }
 """Metrics whose first label is a queue name."""

@@ -16,6 +16,9 @@ import uvicorn
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.errors import ConfigError
+from duetime.observe import tracing
+from duetime.observe.logs import configure_logging, log_settings
+from duetime.observe.storetime import timed
 from duetime.store import Store, store_from_url
 from duetime.types import TargetType
 
@@ -26,13 +29,6 @@ log = logging.getLogger("duetime.server")
 
 GRACE_SECONDS = 10.0
 """In-flight deliveries get this long to finish when the node (or a dispatcher process) stops."""
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
 
 
 def serve(settings: Settings) -> None:
@@ -89,7 +85,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def prepare_process(settings: Settings) -> None:
     """Logging and the event loop, alike in the node and in its dispatcher processes."""
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
+    tracing.setup()
     try:
         import uvloop
 
@@ -109,7 +106,7 @@ async def open_node_store(settings: Settings, *, migrate: bool = True) -> AsyncI
         applied = await store.migrate() if migrate else []
         if applied:
             log.info("applied migrations: %s", ", ".join(applied))
-        yield store
+        yield timed(store)
     finally:
         await store.close()
 
@@ -150,6 +147,7 @@ async def run_node(
     from duetime.engine.engine import Engine
     from duetime.engine.processes import DispatchProcesses, for_process
 
+    log_settings(settings, log)
     if settings.dev_mode:
         log.warning("dev mode: no DUETIME_ADMIN_TOKEN, auth is off (loopback only)")
     async with open_node_store(settings) as store:

@@ -130,6 +130,8 @@ class Task:
     lease_expires_at: datetime | None = None
     worker_id: str | None = None
     cancel_requested: bool = False
+    traceparent: str | None = None
+    """The W3C trace context of the task (see :mod:`duetime.observe.tracing`)."""
 
     @property
     def payload(self) -> JSONValue:
@@ -168,6 +170,7 @@ class NewTask:
     labels: Mapping[str, str] = field(default_factory=dict)
     schedule_id: str | None = None
     scheduled_for: datetime | None = None
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -619,3 +622,14 @@ class ScheduleRevision:
     action: str
     before: Mapping[str, Any]
     after: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationSettings:
+    """Where a tenant's harm events go (``PUT /v1/tenant/notifications``): the event types it
+    wants and the ``http`` target (as a task target) they are delivered to."""
+
+    tenant_id: str
+    events: tuple[str, ...]
+    target: Mapping[str, Any]
+    updated_at: datetime

@@ -13,7 +13,6 @@ import asyncio
 import dataclasses
 import gc
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Annotated
 import typer
 
 from duetime.cli import ApiKeyOption, errors_reported, fail, print_json
+from duetime.observe.logs import configure_logging
 from duetime.sdk.worker import Worker
 
 __all__ = ["load_worker", "worker"]
@@ -75,9 +75,10 @@ def worker(
 
     Prints the worker's counts as JSON when it stops.
     """
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    try:
+        configure_logging(log_level, os.environ.get("DUETIME_LOG_FORMAT") or "text")
+    except ValueError as exc:
+        raise fail(f"logging: {exc}", 2) from None
     found = load_worker(app)
     # The process is the worker's alone: keep the garbage collector from re-scanning every
     # module object loaded so far on each full collection (a measurable cost per task).

@@ -31,7 +31,8 @@ async def test_lease_hands_out_the_task_as_get_shows_it(
 ) -> None:
     made = await create(api, name="report", payload={"n": 1}, queue="q")
     (got,) = await lease(api, "q", lease_seconds=45, worker_id="w-7")
-    assert set(got) == {"lease_id", "lease_expires_at", "attempt", "task"}
+    assert set(got) == {"lease_id", "lease_expires_at", "attempt", "traceparent", "task"}
+    assert got["traceparent"] is None  # none given at create
     assert got["attempt"] == 1
     assert at(got["lease_expires_at"]) == clock.now() + timedelta(seconds=45)
     assert got["task"] == await task(api, made["id"])

@@ -32,7 +32,16 @@ from duetime.api.queue_schemas import (
     LeaseIn,
     QueuePutIn,
 )
-from duetime.api.routes import admin, leases, ops, queues, schedules, tasks, tenant
+from duetime.api.routes import (
+    admin,
+    leases,
+    notifications,
+    ops,
+    queues,
+    schedules,
+    tasks,
+    tenant,
+)
 from duetime.api.schedule_schemas import (
     BackfillIn,
     PauseIn,
@@ -49,6 +58,7 @@ from duetime.api.schemas import (
     TenantCreateIn,
 )
 from duetime.config import Settings
+from duetime.observe.http import HttpMetrics
 from duetime.store.protocols import Store
 from duetime.ui import router as ui_router
 
@@ -58,6 +68,7 @@ ROUTERS: Sequence[APIRouter] = (
     queues.router,
     leases.router,
     tenant.router,
+    notifications.router,
     admin.router,
     ops.router,
     ui_router,
@@ -86,6 +97,7 @@ DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     PauseIn,
     ResumeIn,
     BackfillIn,
+    notifications.NotificationsIn,
 )
 """Models the OpenAPI document must carry although no route declares them as a parameter."""
 
@@ -132,8 +144,8 @@ def create_app(
     problems.install(app)
     if settings.dev_mode:  # no credentials: refuse cross-site and DNS-rebinding requests
         app.add_middleware(DevModeGuard)
-    # 431 for oversized header sets, before anything else (the last added runs first)
-    app.add_middleware(HeaderLimits)
+    app.add_middleware(HeaderLimits)  # 431 for oversized header sets, before the routes
+    app.add_middleware(HttpMetrics)  # added last, so outermost: every refusal counts too
     for router in ROUTERS:
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

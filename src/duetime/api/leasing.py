@@ -36,6 +36,8 @@ from starlette.requests import Request
 from duetime import metrics
 from duetime.clock import utcnow
 from duetime.errors import StoreUnavailable, TooManyRequests
+from duetime.observe import tracing
+from duetime.observe.endings import attempts_ended, trace_lease
 from duetime.retry import next_retry_delay
 from duetime.store.isolation import complete_isolated, reason
 from duetime.store.protocols import LeaseCompleter, Signal, Store
@@ -193,6 +195,8 @@ class LeaseHub:
                 task = lease.task
                 if task.started_at is not None:
                     lag.observe(max(0.0, (task.started_at - task.due_at).total_seconds()))
+                if tracing.ENABLED:
+                    trace_lease(lease)
         return leases
 
     def _start_waiting(self, tenant_id: str) -> None:
@@ -230,7 +234,8 @@ class LeaseHub:
         ended_by: collections.Counter[tuple[str, str]] = collections.Counter()
         rest = list(range(len(items)))
         completer = self._completer
-        if completer is not None:
+        # With tracing on, every ending takes the general path: its spans need the leases.
+        if completer is not None and not tracing.ENABLED:
             ok = [i for i in rest if items[i].ok]
             if ok:
                 fast = await _complete_leased(completer, tenant_id, [items[i] for i in ok])
@@ -242,6 +247,11 @@ class LeaseHub:
                         freed.add((tenant_id, queue))
                         out[i] = AckResult(items[i].lease_id, task_id, TaskStatus.SUCCEEDED)
                 rest = [i for i in rest if out[i] is None]
+                if len(rest) < len(items):
+                    succeeded = AttemptOutcome.SUCCEEDED.value
+                    metrics.child(metrics.TENANT_ATTEMPTS, tenant_id, succeeded).inc(
+                        len(items) - len(rest)
+                    )
         if rest:
             await self._ack_general(tenant_id, items, rest, out, freed, ended_by)
         done = [r for r in out if r is not None]
@@ -276,6 +286,9 @@ class LeaseHub:
                 completions.append(items[i].completion(lease, now))
         # A completion the store refuses fails its own task, never the whole call.
         results = await complete_isolated(self.store, completions)
+        attempts_ended(
+            zip([leases[c.lease_id] for c in completions], completions, results, strict=True)
+        )
         ended = iter(results)
         for i in indexes:
             item = items[i]

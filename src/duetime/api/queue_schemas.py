@@ -155,6 +155,9 @@ class LeaseOut(BaseModel):
     lease_id: str
     lease_expires_at: datetime
     attempt: int = Field(description="The attempt this lease runs (1 for the first).")
+    traceparent: str | None = Field(
+        None, description="The task's W3C trace context (given at create), for the handler."
+    )
     task: TaskOut
 
 

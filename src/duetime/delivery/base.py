@@ -30,6 +30,8 @@ class Delivery:
     task: Task
     attempt: int
     secrets: Sequence[str] = ()
+    traceparent: str | None = None
+    """The trace context to hand on (the delivery span's; None: the task's own)."""
 
 
 @dataclass(frozen=True, slots=True)

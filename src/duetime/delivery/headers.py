@@ -37,8 +37,9 @@ def message_headers(delivery: Delivery, body: bytes, timestamp: int) -> dict[str
 
     ``webhook-id`` (``msg_<task id>``), ``webhook-timestamp``, ``webhook-signature`` (one per
     live secret; absent when the tenant has none), ``duetime-task-id``, ``duetime-attempt``,
-    ``idempotency-key`` (the task's key, or its id) and, for schedule-made tasks,
-    ``duetime-scheduled-for``. Raises :class:`SigningError` when a secret cannot sign.
+    ``idempotency-key`` (the task's key, or its id), for schedule-made tasks
+    ``duetime-scheduled-for``, and the task's W3C ``traceparent`` when it has one. Raises
+    :class:`SigningError` when a secret cannot sign.
     """
     task = delivery.task
     msg_id = "msg_" + task.id
@@ -56,4 +57,7 @@ def message_headers(delivery: Delivery, body: bytes, timestamp: int) -> dict[str
             raise SigningError(f"cannot sign: {exc}") from exc
     if task.scheduled_for is not None:
         headers[HEADER_SCHEDULED_FOR] = _rfc3339_utc(task.scheduled_for)
+    traceparent = delivery.traceparent or task.traceparent
+    if traceparent is not None:  # W3C Trace Context: the receiver joins the task's trace
+        headers["traceparent"] = traceparent
     return headers

@@ -10,6 +10,7 @@ Every request carries::
     duetime-attempt: <1-based attempt number>
     duetime-scheduled-for: <RFC 3339 UTC>   (only for schedule-made tasks; absent otherwise)
     idempotency-key: <the task's idempotency key, or its id>
+    traceparent: <W3C trace context>         (when the task has one; see observe/tracing.py)
 
 Target headers never override the signature, ``duetime-*``, ``idempotency-key`` or framing
 headers (they are dropped at delivery; :func:`check_http_target` refuses them at create time).

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from duetime import metrics
 from duetime.clock import Clock
@@ -13,10 +14,19 @@ from duetime.delivery.base import Deliverer, Delivery, Outcome
 from duetime.engine.completer import Completer
 from duetime.engine.secret_cache import SecretCache
 from duetime.engine.service import Service
+from duetime.observe import tracing
+from duetime.observe.endings import attempts_ended, tracing_attributes
 from duetime.retry import next_retry_delay
 from duetime.store import Store
 from duetime.store.isolation import reason
-from duetime.types import AttemptOutcome, ClaimRequest, Completion, Lease, TargetType
+from duetime.types import (
+    AttemptOutcome,
+    ClaimRequest,
+    Completion,
+    CompletionResult,
+    Lease,
+    TargetType,
+)
 
 log = logging.getLogger("duetime.engine")
 
@@ -53,7 +63,9 @@ class Dispatcher(Service):
         self._poll = poll_interval
         self._grace = lease_grace
         self._secrets = SecretCache(store, clock)
-        self._completer = Completer(store, batch=500)
+        self._completer = Completer(store, batch=500, on_results=self._recorded)
+        self._ending: dict[str, Lease] = {}
+        """Leases whose completion waits in the completer (lease id → lease), for observing."""
         self._inflight: set[asyncio.Task[None]] = set()
         self._slot_free = asyncio.Event()
         self._low_water = max(1, min(batch, concurrency // 4))
@@ -101,6 +113,7 @@ class Dispatcher(Service):
             )
         )
         metrics.child(metrics.DISPATCHED).inc(len(leases))
+        metrics.child(metrics.IN_FLIGHT).inc(len(leases))
         for lease in leases:
             task = lease.task
             if task.started_at is not None:
@@ -126,6 +139,7 @@ class Dispatcher(Service):
 
     def _done(self, job: asyncio.Task[None]) -> None:
         self._inflight.discard(job)
+        metrics.child(metrics.IN_FLIGHT).inc(-1)
         self._slot_free.set()
 
     async def _deliver(self, lease: Lease) -> None:
@@ -135,7 +149,12 @@ class Dispatcher(Service):
         try:
             secrets = await self._secrets.get(task.tenant_id)
             deliverer = self._deliverers[task.target_type]
-            outcome = await deliverer.deliver(Delivery(task, lease.attempt, secrets))
+            if tracing.ENABLED:
+                outcome = await self._deliver_traced(
+                    deliverer, Delivery(task, lease.attempt, secrets)
+                )
+            else:
+                outcome = await deliverer.deliver(Delivery(task, lease.attempt, secrets))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a deliverer must not raise; if one does, it is retryable
@@ -155,6 +174,7 @@ class Dispatcher(Service):
                 )
             except Exception as exc:  # a stored policy must not lose the attempt: no retry
                 error = f"{error}; {reason('could not compute the retry', exc)}"
+        self._ending[lease.lease_id] = lease
         self._completer.add(
             Completion(
                 task_id=task.id,
@@ -169,6 +189,32 @@ class Dispatcher(Service):
                 worker=self._node_id,
             )
         )
+
+    async def _deliver_traced(self, deliverer: Deliverer, delivery: Delivery) -> Outcome:
+        """The delivery in a ``duetime.task.deliver`` span whose context the receiver gets
+        (after a ``duetime.task.ready`` span of the wait from due time to claim)."""
+        task = delivery.task
+        attributes = tracing_attributes(task, delivery.attempt)
+        tracing.record(
+            "duetime.task.ready", task.traceparent, task.due_at, task.started_at, attributes
+        )
+        with tracing.span("duetime.task.deliver", task.traceparent, attributes) as span:
+            traced = dataclasses.replace(delivery, traceparent=tracing.traceparent_of(span))
+            outcome = await deliverer.deliver(traced)
+            span.set_attribute("duetime.outcome", outcome.outcome.value)
+            if outcome.http_status is not None:
+                span.set_attribute("http.response.status_code", outcome.http_status)
+            return outcome
+
+    def _recorded(
+        self, completions: Sequence[Completion], results: Sequence[CompletionResult]
+    ) -> None:
+        ended = []
+        for completion, result in zip(completions, results, strict=True):
+            lease = self._ending.pop(completion.lease_id, None)
+            if lease is not None:
+                ended.append((lease, completion, result))
+        attempts_ended(ended)
 
     async def drain(self, grace: float) -> None:
         """Stop claiming; give in-flight deliveries ``grace`` seconds, then flush completions

@@ -25,6 +25,7 @@ from duetime.engine.materializer import Materializer, MaterializerConfig
 from duetime.engine.promoter import Promoter
 from duetime.engine.reaper import Reaper
 from duetime.engine.service import Service
+from duetime.notify.notifier import Notifier
 from duetime.schedule.plan import PlanLimits
 from duetime.store import Store
 from duetime.types import TargetType
@@ -78,6 +79,13 @@ class Engine:
             self.clock,
             CounterKeeperConfig(interval=settings.poll_interval_seconds),
         )
+        # Notifications: harm seen on this node goes to the tenants that asked (notify/).
+        self.notifier = Notifier(
+            store,
+            self.clock,
+            window=settings.notify_window_seconds,
+            interval=min(1.0, settings.poll_interval_seconds),
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -89,10 +97,12 @@ class Engine:
             self.materializer,
             self.dispatcher,
             self.counters,
+            self.notifier,
         )
 
     async def start(self) -> None:
         await self.dispatcher.start()
+        self.notifier.listen()
         for service in self.services:
             self._tasks.append(asyncio.create_task(service.run(), name=f"duetime-{service.name}"))
         log.info("engine started on node %s", self.settings.node_id)
@@ -102,6 +112,7 @@ class Engine:
         for service in self.services:
             service.stop()
         await self.dispatcher.drain(grace)
+        await self.notifier.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -66,9 +66,17 @@ class Leader(Service):
         self._set(held)
         return int(held)
 
-    def _set(self, held: bool) -> None:
+    def _set(self, held: bool, *, resigned: bool = False) -> None:
         if held != self._held:
-            log.info("node %s %s leadership", self._node_id, "took" if held else "lost")
+            change = "took" if held else ("resigned" if resigned else "lost")
+            log.log(
+                logging.WARNING if change == "lost" else logging.INFO,
+                "node %s %s leadership",
+                self._node_id,
+                change,
+                extra={"event": "leadership_changed", "node": self._node_id, "leadership": change},
+            )
+            metrics.LEADERSHIP_CHANGES.labels(change).inc()
         self._held = held
         metrics.IS_LEADER.set(int(held))
 
@@ -77,5 +85,5 @@ class Leader(Service):
 
     async def resign(self) -> None:
         if self._held:
-            self._set(False)
+            self._set(False, resigned=True)
             await self._store.leader_resign(LEADERSHIP, self._node_id)

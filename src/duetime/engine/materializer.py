@@ -21,16 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from duetime import metrics
 from duetime.clock import Clock
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
 from duetime.schedule.plan import PlanLimits, plan_advance
 from duetime.store import Store
 from duetime.store.isolation import bisect, reason
-from duetime.types import ScheduleAdvance, ScheduleDue
+from duetime.types import ScheduleAdvance, ScheduleDue, TickOutcome
 
 log = logging.getLogger("duetime.engine")
 
@@ -39,6 +41,9 @@ HOLD_SECONDS = 300.0
 a user change bumps its version)."""
 
 _MAX_HELD = 10_000
+
+TICK_LISTENERS: list[Callable[[str, str, int], None]] = []
+"""Told (tenant id, schedule id, count) of each applied plan that recorded missed ticks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,7 @@ class Materializer(Service):
         self.config = config or MaterializerConfig()
         self._broken: dict[str, tuple[int, float]] = {}
         """Schedules left alone: id → (version, monotonic time to try again)."""
+        self._tenant_of: dict[str, str] = {}
 
     async def run_once(self) -> int:
         """One round; returns how many tasks and ledger rows the applied plans wrote."""
@@ -96,6 +102,7 @@ class Materializer(Service):
             if not due:
                 break
             plans = []
+            self._tenant_of = {item.schedule.id: item.schedule.tenant_id for item in due}
             for item in due:
                 if self._held(item):
                     continue
@@ -125,11 +132,34 @@ class Materializer(Service):
             size += len(plan.tasks) + len(plan.ticks)
             if size >= self.config.rows_per_transaction or i == len(plans) - 1:
                 applied = await bisect(chunk, self._store.schedule_advance, self._refused)
-                written += sum(
-                    len(p.tasks) + len(p.ticks) for p, ok in zip(chunk, applied, strict=True) if ok
-                )
+                done = [p for p, ok in zip(chunk, applied, strict=True) if ok]
+                written += sum(len(p.tasks) + len(p.ticks) for p in done)
+                self._observe(done)
                 chunk, size = [], 0
         return written
+
+    def _observe(self, applied: list[ScheduleAdvance]) -> None:
+        """Count the ledger rows written; tell the listeners of missed ticks."""
+        for plan in applied:
+            missed = 0
+            for tick in plan.ticks:
+                metrics.child(metrics.SCHEDULE_TICKS, tick.outcome.value).inc()
+                missed += tick.outcome is TickOutcome.MISSED
+            if missed:
+                log.warning(
+                    "schedule %s missed %d ticks (the node was down or late)",
+                    plan.schedule_id,
+                    missed,
+                    extra={"schedule_id": plan.schedule_id, "missed": missed},
+                )
+                tenant_id = self._tenant_of.get(plan.schedule_id)
+                if tenant_id is None:
+                    continue
+                for listener in list(TICK_LISTENERS):
+                    try:
+                        listener(tenant_id, plan.schedule_id, missed)
+                    except Exception:
+                        log.exception("missed-tick listener failed")
 
     async def _refused(self, plan: ScheduleAdvance, exc: Exception) -> bool:
         """The store refused this one plan (see :func:`~duetime.store.isolation.bisect`)."""

@@ -187,6 +187,7 @@ def child_main(settings: Settings, index: int, parent_pid: int, conn: Connection
 
 async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
     from duetime.engine.dispatcher import Dispatcher
+    from duetime.notify.notifier import Notifier
     from duetime.server import GRACE_SECONDS, build_deliverers, open_node_store
 
     events = metrics.forward()
@@ -209,6 +210,9 @@ async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Conn
             store, deliverers, SystemClock(), settings, node_id=f"{settings.node_id}/{index}"
         )
         await dispatcher.start()
+        notifier = Notifier(store, SystemClock(), window=settings.notify_window_seconds)
+        notifier.listen()
+        notifying = asyncio.create_task(notifier.run(), name=f"duetime-notifier-{index}")
         running = asyncio.create_task(dispatcher.run(), name=f"duetime-dispatcher-{index}")
         log.info("dispatcher process %d (pid %d) running", index, os.getpid())
         try:
@@ -221,9 +225,12 @@ async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Conn
                 flush()
         finally:
             await dispatcher.drain(GRACE_SECONDS)
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
+            notifier.stop()
+            await notifier.close()
+            for job in (running, notifying):
+                job.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await job
             for deliverer in deliverers.values():
                 await deliverer.close()
     flush()

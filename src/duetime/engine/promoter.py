@@ -14,10 +14,11 @@ import logging
 from collections.abc import Sequence
 
 from duetime import metrics
-from duetime.clock import Clock
+from duetime.clock import Clock, utcnow
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
 from duetime.errors import StoreUnavailable
+from duetime.observe import tracing
 from duetime.store import Store
 from duetime.store.isolation import bisect, reason
 
@@ -55,6 +56,15 @@ class Promoter(Service):
         # A small first batch, then doubling: when a herd falls due, dispatchers get the first
         # tasks within milliseconds instead of after one big UPDATE of ``batch`` rows.
         batch = min(self._batch, _FIRST_BATCH)
+        started = utcnow() if tracing.ENABLED else None
+        total = await self._round(batch)
+        if total and started is not None:  # a span per round that moved tasks, not per poll
+            tracing.record("duetime.promote", None, started, None, {"duetime.promoted": total})
+        metrics.PROMOTED.inc(total)
+        return total
+
+    async def _round(self, batch: int) -> int:
+        total = 0
         while True:
             moved, full = await self._promote(batch)
             total += moved
@@ -62,7 +72,6 @@ class Promoter(Service):
                 break
             batch = min(self._batch, batch * 2)
             await asyncio.sleep(0)  # let dispatchers start on what is ready
-        metrics.PROMOTED.inc(total)
         return total
 
     async def _promote(self, limit: int) -> tuple[int, bool]:

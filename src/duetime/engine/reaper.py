@@ -9,6 +9,7 @@ from duetime import metrics
 from duetime.clock import Clock
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
+from duetime.observe.endings import attempts_ended
 from duetime.retry import next_retry_delay
 from duetime.store import Store
 from duetime.store.isolation import complete_isolated, reason
@@ -59,6 +60,7 @@ class Reaper(Service):
             if result.accepted:
                 outcome = AttemptOutcome.LEASE_EXPIRED.value
                 metrics.child(metrics.ATTEMPTS, lease.task.queue, outcome).inc()
+        attempts_ended(zip(expired, completions, results, strict=True))
         return reaped
 
     def _hold(self, completion: Completion) -> None:

@@ -58,6 +58,7 @@ from duetime.sdk.models import (
     Tenant,
     TenantCreated,
 )
+from duetime.sdk.notifications import NotificationCalls
 from duetime.sdk.queues import QueueCalls
 from duetime.sdk.schedules import ScheduleCalls
 from duetime.types import TaskStatus
@@ -460,7 +461,9 @@ class _TenantCalls(_Api):
         return True
 
 
-class AsyncClient(_TaskCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls):
+class AsyncClient(
+    _TaskCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls, NotificationCalls
+):
     """Async client for the duetime HTTP API.
 
     ``AsyncClient(base_url=None, api_key=None, *, timeout=10.0, retries=3, transport=None)``:
@@ -644,3 +647,6 @@ class Client:
     list_ticks = _blocking(AsyncClient.list_ticks)
     iter_ticks = _blocking_iter(AsyncClient.iter_ticks)
     list_revisions = _blocking(AsyncClient.list_revisions)
+    set_notifications = _blocking(AsyncClient.set_notifications)
+    get_notifications = _blocking(AsyncClient.get_notifications)
+    delete_notifications = _blocking(AsyncClient.delete_notifications)

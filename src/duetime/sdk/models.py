@@ -304,6 +304,8 @@ class Lease(_Response):
     lease_expires_at: datetime
     attempt: int
     task: Task
+    traceparent: str | None = None
+    """The task's W3C trace context (``traceparent`` given at create), if it has one."""
 
 
 class LeaseExtension(_Response):

@@ -67,6 +67,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from duetime.observe.logs import quiet_http_clients
 from duetime.sdk.acks import AckBatcher, AckOutcome, encode_result
 from duetime.sdk.errors import (
     ApiConflict,
@@ -175,19 +176,26 @@ class Job:
     ``task`` is the task as ``GET /v1/tasks/{id}`` shows it (a :class:`Task`, parsed from the
     lease on first use: a handler that reads only ``payload``, ``id`` or ``name`` costs no model
     validation); ``attempt`` is this attempt's number (1 for the first); ``lease_id`` is the
-    fencing token the worker acks with.
+    fencing token the worker acks with; ``traceparent`` is the W3C trace context the task was
+    created with (None without one): a handler that traces continues the creator's trace from it.
     """
 
-    __slots__ = ("_data", "_task", "attempt", "lease_id", "worker_id")
+    __slots__ = ("_data", "_task", "attempt", "lease_id", "traceparent", "worker_id")
 
     def __init__(
-        self, task: Task | Mapping[str, Any], attempt: int, lease_id: str, worker_id: str
+        self,
+        task: Task | Mapping[str, Any],
+        attempt: int,
+        lease_id: str,
+        worker_id: str,
+        traceparent: str | None = None,
     ) -> None:
         self._task: Task | None = task if isinstance(task, Task) else None
         self._data: Mapping[str, Any] = {} if isinstance(task, Task) else task
         self.attempt = attempt
         self.lease_id = lease_id
         self.worker_id = worker_id
+        self.traceparent = traceparent
 
     @property
     def task(self) -> Task:
@@ -412,6 +420,7 @@ class Worker:
             raise ValueError(f"a worker leases at most {MAX_HANDLERS} task names; split it")
         if self._loop is not None:
             raise RuntimeError("this Worker is already running (or has run)")
+        quiet_http_clients()  # httpx logs one INFO line per request: thousands a second here
         loop = self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._stopping, self._changed = asyncio.Event(), asyncio.Event()
@@ -593,7 +602,13 @@ class Worker:
         loop = self._loop
         assert loop is not None
         self.stats.leased += 1
-        job = Job(lease["task"], lease["attempt"], lease["lease_id"], self.worker_id)
+        job = Job(
+            lease["task"],
+            lease["attempt"],
+            lease["lease_id"],
+            self.worker_id,
+            lease.get("traceparent"),
+        )
         held = _Held(job, loop.time() + self.config.heartbeat_interval)
         self._held[job.lease_id] = held
         registered = self._handlers.get(job.name or "")

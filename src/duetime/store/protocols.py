@@ -30,6 +30,7 @@ from duetime.types import (
     Lease,
     NewSchedule,
     NewTask,
+    NotificationSettings,
     Queue,
     QueueSettings,
     QueueStats,
@@ -395,3 +396,16 @@ class Store(Protocol):
     ) -> list[ScheduleRevision]:
         """The schedule's revisions, newest first (id descending), with ids below ``cursor``.
         ``NotFound`` (missing, deleted, another tenant's)."""
+
+    # -- notifications (SPEC §9) ---------------------------------------------------------------
+
+    async def notification_put(
+        self, tenant_id: str, events: Sequence[str], target: Mapping[str, Any]
+    ) -> NotificationSettings:
+        """Set (create or replace) the tenant's notification settings."""
+
+    async def notification_get(self, tenant_id: str) -> NotificationSettings | None:
+        """The tenant's notification settings, if it has any."""
+
+    async def notification_delete(self, tenant_id: str) -> bool:
+        """Remove the tenant's notification settings; False when it had none."""

@@ -48,6 +48,7 @@ def lease_json(lease: Lease) -> dict[str, Any]:
         "lease_id": lease.lease_id,
         "lease_expires_at": lease.lease_expires_at,
         "attempt": lease.attempt,
+        "traceparent": lease.task.traceparent,
         "task": render.task(lease.task),
     }
 

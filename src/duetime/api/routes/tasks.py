@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from duetime.api import render
 from duetime.api.convert import encode_cursor, path_id, task_filter
-from duetime.api.deps import TenantCall, body_schema, json_body, tenant_call
+from duetime.api.deps import Caller, TenantCall, body_schema, json_body, tenant_call
 from duetime.api.problems import problem_responses
 from duetime.api.schemas import (
     MAX_LIST_LIMIT,
@@ -28,6 +28,8 @@ from duetime.api.schemas import (
     TaskPatchIn,
 )
 from duetime.errors import NotFound
+from duetime.observe import tracing
+from duetime.types import NewTask, TaskCreated
 
 router = APIRouter(
     prefix="/v1/tasks", tags=["tasks"], responses=problem_responses(400, 401, 422, 503)
@@ -41,6 +43,15 @@ def _task_id(raw: str) -> str:
     if found is None:
         raise NotFound(f"no task {raw!r}")
     return found
+
+
+async def _create(call: Caller, new: list[NewTask], request: Request) -> list[TaskCreated]:
+    """Create ``new``; with tracing on, or a ``traceparent`` header, in a span and stamped
+    with its trace context (:func:`duetime.observe.tracing.create_traced`)."""
+    header = request.headers.get("traceparent")
+    if header is None and not tracing.ENABLED:
+        return await call.store.task_create_many(new)
+    return await tracing.create_traced(call.store.task_create_many, new, header)
 
 
 @router.post(
@@ -59,7 +70,7 @@ async def create_task(request: Request) -> Response:
     call = await tenant_call(request)
     body = await json_body(request, TaskCreate)
     new = await call.builder.new_tasks(call.store, call.tenant_id, [body], batch=False)
-    (created,) = await call.store.task_create_many(new)
+    (created,) = await _create(call, new, request)
     return render.json_response(render.task(created.task), 201 if created.created else 200)
 
 
@@ -76,7 +87,7 @@ async def create_tasks(request: Request) -> Response:
     call = await tenant_call(request)
     body = await json_body(request, TaskBatchCreate, batch=True)
     new = await call.builder.new_tasks(call.store, call.tenant_id, body.tasks, batch=True)
-    results = await call.store.task_create_many(new)
+    results = await _create(call, new, request)
     return render.json_response({"items": [render.task(r.task) for r in results]}, 201)
 
 

@@ -35,6 +35,7 @@ from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.counters import CounterOps
 from duetime.store.postgres.errors import describe_server, is_unavailable
+from duetime.store.postgres.notifications import NotificationOps
 from duetime.store.postgres.queues import QueueOps
 from duetime.store.postgres.schedules import ScheduleOps
 from duetime.store.postgres.signals import DUE_CHANNEL, READY_CHANNEL, Listener, PgSignal
@@ -67,7 +68,7 @@ _SERVER_SETTINGS = {
 }
 
 
-class PostgresStore(CounterOps, QueueOps, ScheduleOps):
+class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
     ``url`` is a ``postgresql://`` URL. ``clock`` pins the store's time for tests (its

@@ -37,6 +37,7 @@ from duetime.store.sqlite import (
     tasks_engine,
     tenancy,
 )
+from duetime.store.sqlite.notifications import NotificationOps
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
 from duetime.store.sqlite.schedules import ScheduleMethods
@@ -85,7 +86,7 @@ _BUSY_TIMEOUT_SECONDS = 10.0
 _INTEGRITY_RETRIES = 2
 
 
-class SqliteStore(queues.QueueOps, ScheduleMethods):
+class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps):
     """:class:`~duetime.store.protocols.Store` on one SQLite file.
 
     ``path`` is the database file; its directory is created on :meth:`open`. ``synchronous`` is
