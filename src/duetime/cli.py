@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
@@ -106,6 +107,21 @@ def errors_reported() -> Iterator[None]:
         raise fail(str(exc)) from None
 
 
+def server_module(name: str) -> Any:
+    """Import a module of the service (``duetime[server]``). The lean client install
+    (``pip install duetime``) has no FastAPI, asyncpg or uvicorn: say which extra to add
+    instead of a traceback."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "duetime":
+            raise
+        raise fail(
+            f"this command runs the service, which needs more packages ({exc.name} is missing): "
+            f"pip install 'duetime[server]'"
+        ) from None
+
+
 def print_json(data: Any) -> None:
     """Pretty JSON on stdout."""
     typer.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
@@ -117,8 +133,10 @@ def _settings(**flags: Any) -> Settings:
 
 
 def _open_store_for(settings: Settings) -> Any:
-    from duetime.store import store_from_url
-
+    # duetime.server pulls in the whole service (uvicorn, the drivers' dependencies): a lean
+    # install fails here, with the extra to add, rather than half-way through a migration.
+    server_module("duetime.server")
+    store_from_url = server_module("duetime.store").store_from_url
     if not settings.db:  # the default SQLite file: make its directory on first use
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     return store_from_url(settings.db_url, data_dir=settings.data_dir)
@@ -178,8 +196,7 @@ def serve(
     settings = _settings(
         db=db, host=host, port=port, data_dir=data_dir, engine=False if no_engine else None
     )
-    from duetime.server import serve as serve_node
-
+    serve_node = server_module("duetime.server").serve
     with errors_reported():
         serve_node(settings)
 
@@ -461,6 +478,15 @@ def _add_queue() -> None:
 
 
 _add_queue()
+
+
+def _add_dev_receiver() -> None:
+    from duetime.dev_receiver import dev_receiver
+
+    app.command("dev-receiver")(dev_receiver)
+
+
+_add_dev_receiver()
 
 
 def main() -> None:

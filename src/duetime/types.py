@@ -485,6 +485,8 @@ class Schedule:
     created_at: datetime
     updated_at: datetime
     deleted: bool = False
+    key: str | None = None
+    """The tenant-unique declarative key (``PUT /v1/schedules/by-key/{key}``), or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,6 +505,8 @@ class NewSchedule:
     next_run_at: datetime | None = None
     """The first occurrence after ``materialized_until`` when the caller computed it; None
     stores the cursor instead (the next materializer round computes the real one)."""
+    key: str | None = None
+    """A tenant-unique declarative key; a live schedule holding it already → ``Conflict``."""
 
 
 @dataclass(frozen=True, slots=True)

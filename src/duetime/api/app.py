@@ -31,7 +31,7 @@ from duetime.api.queue_schemas import (
     LeaseIn,
     QueuePutIn,
 )
-from duetime.api.routes import admin, leases, ops, queues, schedules, tasks, tenant
+from duetime.api.routes import admin, leases, ops, queues, schedule_keys, schedules, tasks, tenant
 from duetime.api.schedule_schemas import (
     BackfillIn,
     PauseIn,
@@ -53,6 +53,7 @@ from duetime.ui import router as ui_router
 
 ROUTERS: Sequence[APIRouter] = (
     tasks.router,
+    schedule_keys.router,
     schedules.router,
     queues.router,
     leases.router,

@@ -187,6 +187,7 @@ def schedule_json(s: Schedule, now: datetime) -> dict[str, Any]:
         "version": s.version,
         "created_at": s.created_at,
         "updated_at": s.updated_at,
+        "key": s.key,
     }
 
 

@@ -176,6 +176,8 @@ class ScheduleOut(BaseModel):
     version: int
     created_at: datetime
     updated_at: datetime
+    key: str | None = None
+    """The declarative key (``PUT /v1/schedules/by-key/{key}``), null for other schedules."""
 
 
 class ScheduleListOut(BaseModel):

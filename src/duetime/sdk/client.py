@@ -607,6 +607,7 @@ class Client:
     get_queue = _blocking(AsyncClient.get_queue)
     put_queue = _blocking(AsyncClient.put_queue)
     create_schedule = _blocking(AsyncClient.create_schedule)
+    ensure_schedule = _blocking(AsyncClient.ensure_schedule)
     get_schedule = _blocking(AsyncClient.get_schedule)
     list_schedules = _blocking(AsyncClient.list_schedules)
     iter_schedules = _blocking_iter(AsyncClient.iter_schedules)

@@ -388,6 +388,11 @@ class Schedule(_Response):
     version: int = 1
     created_at: datetime
     updated_at: datetime
+    key: str | None = None
+    """The declarative key (:meth:`~duetime.AsyncClient.ensure_schedule`), or None."""
+    created: bool | None = None
+    """From ``ensure_schedule`` only: True when the call created the schedule, False when one
+    with the key existed (and was changed to match, or already matched); None elsewhere."""
 
 
 class ScheduleDeleted(_Response):

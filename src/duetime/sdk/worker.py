@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from duetime.sdk.acks import AckBatcher, AckOutcome, encode_result
+from duetime.sdk.declared import DeclaredSchedule, declaration, declare_all
 from duetime.sdk.errors import (
     ApiConflict,
     ApiError,
@@ -230,7 +231,7 @@ class Worker:
 
     def __init__(
         self,
-        client: AsyncClient | str,
+        client: AsyncClient | str | None = None,
         queues: Sequence[str] = ("default",),
         concurrency: int = 10,
         *,
@@ -239,11 +240,12 @@ class Worker:
         config: WorkerConfig | None = None,
     ) -> None:
         self._handlers: dict[str, _Registered] = {}
+        self._declared: list[DeclaredSchedule] = []
         self._client: AsyncClient | None = None
         self._url: str | None = None
         self._api_key = api_key
-        if isinstance(client, str):
-            self._url = client
+        if client is None or isinstance(client, str):
+            self._url = client  # None: $DUETIME_URL, else the default local server
         else:
             self._client = client
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -281,6 +283,51 @@ class Worker:
         if name in self._handlers:
             raise ValueError(f"a handler for {name!r} is already registered")
         self._handlers[name] = _Registered(fn, _is_async(fn))
+
+    def schedule(
+        self,
+        cron: str | None = None,
+        *,
+        key: str,
+        name: str | None = None,
+        every: str | None = None,
+        rrule: str | None = None,
+        tz: str | None = None,
+        queue: str | None = None,
+        payload: Any = None,
+        task: dict[str, Any] | None = None,
+        **settings: Any,
+    ) -> None:
+        """Declare a recurring schedule, applied when the worker starts: its occurrences are
+        tasks named ``name`` (default: ``key``) on ``queue`` (default: the worker's first) for
+        a worker. Declared by ``key`` (:meth:`~duetime.AsyncClient.ensure_schedule`), so every
+        start of every copy of the worker leaves exactly one schedule, matching this call.
+        ``task`` adds template fields (``retry``, ``timeout_seconds``, ``labels``...);
+        ``settings`` are the other schedule fields (``overlap``, ``catchup``, ``jitter_seconds``).
+
+        ::
+
+            worker.schedule("0 2 * * *", key="nightly-report", name="send-report",
+                            tz="America/New_York")
+        """
+        if self._loop is not None:
+            raise RuntimeError("schedule() must be called before run()")
+        if any(d.key == key for d in self._declared):
+            raise ValueError(f"schedule {key!r} is declared twice")
+        self._declared.append(
+            declaration(
+                key,
+                name=name or key,
+                queue=queue,
+                cron=cron,
+                every=every,
+                rrule=rrule,
+                tz=tz,
+                payload=payload,
+                task=task,
+                settings=settings,
+            )
+        )
 
     @property
     def handler_names(self) -> list[str]:
@@ -376,6 +423,14 @@ class Worker:
             self.concurrency,
         )
         try:
+            await declare_all(
+                client,
+                self._declared,
+                self._stopping,
+                default_queue=self.queues[0],
+                backoff_seconds=cfg.backoff_seconds,
+                max_backoff_seconds=cfg.max_backoff_seconds,
+            )
             await self._lease_loop(client, until_empty)
         finally:
             self._stopping.set()
