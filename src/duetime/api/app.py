@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
@@ -22,6 +22,7 @@ from duetime.api import problems
 from duetime.api.convert import TaskBuilder
 from duetime.api.deps import Authenticator, Services
 from duetime.api.guard import DevModeGuard
+from duetime.api.query_guard import reject_unknown_query
 from duetime.api.queue_schemas import (
     CompleteBatchIn,
     CompleteIn,
@@ -116,6 +117,7 @@ def create_app(
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        dependencies=[Depends(reject_unknown_query)],
     )
     app.state.store = store
     # Body caps guard memory; payloads are limited per task by max_payload_bytes. A request may

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
+from duetime.api.batch_errors import located
 from duetime.api.convert import encode_cursor, task_filter
 from duetime.api.deps import TenantCall, body_schema, json_body, tenant_call
 from duetime.api.problems import problem_responses
@@ -28,7 +29,7 @@ from duetime.api.schemas import (
     TaskOut,
     TaskPatchIn,
 )
-from duetime.errors import NotFound
+from duetime.errors import NotFound, ValidationError
 
 router = APIRouter(
     prefix="/v1/tasks", tags=["tasks"], responses=problem_responses(400, 401, 422, 503)
@@ -76,7 +77,10 @@ async def create_tasks(request: Request) -> Response:
     call = await tenant_call(request)
     body = await json_body(request, TaskBatchCreate, batch=True)
     new = await call.builder.new_tasks(call.store, call.tenant_id, body.tasks, batch=True)
-    results = await call.store.task_create_many(new)
+    try:
+        results = await call.store.task_create_many(new)
+    except ValidationError as exc:  # the store names `depends_on`; say which task's
+        raise located(exc, body.tasks) from None
     return render.json_response({"items": [render.task(r.task) for r in results]}, 201)
 
 
