@@ -130,6 +130,9 @@ class Task:
     lease_expires_at: datetime | None = None
     worker_id: str | None = None
     cancel_requested: bool = False
+    request_hash: str | None = None
+    """Fingerprint of the create request that made a task with an idempotency key (None for
+    others): a repeat of the key with a different request is refused with it."""
 
     @property
     def payload(self) -> JSONValue:
@@ -168,6 +171,8 @@ class NewTask:
     labels: Mapping[str, str] = field(default_factory=dict)
     schedule_id: str | None = None
     scheduled_for: datetime | None = None
+    request_hash: str | None = None
+    """Fingerprint of the create request (with an idempotency key), kept with the task."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,3 +23,29 @@ async def test_batch_missing_parent_names_the_task(api: httpx.AsyncClient) -> No
     )
     assert ghost in str(problem["detail"])
     assert len((await api.get("/v1/tasks")).json()["items"]) == 1  # nothing made
+
+
+async def test_reused_idempotency_key_with_other_fields_is_a_409_naming_the_task(
+    api: httpx.AsyncClient,
+) -> None:
+    first = {"target": WORKER, "payload": {"n": 1}, "idempotency_key": "k-1"}
+    made = await api.post("/v1/tasks", json=first)
+    assert made.status_code == 201
+    task_id = made.json()["id"]
+    # The same request again (a default spelt out is the same field): the task, 200.
+    again = await api.post("/v1/tasks", json={**first, "priority": 0})
+    assert again.status_code == 200 and again.json()["id"] == task_id
+    # Different fields: 409 naming the existing task; nothing made.
+    clash = await api.post("/v1/tasks", json={**first, "payload": {"n": 2}})
+    problem = assert_problem(clash, 409)
+    assert task_id in str(problem["detail"]) and "k-1" in str(problem["detail"])
+    assert len((await api.get("/v1/tasks")).json()["items"]) == 1
+    # The original request still matches after the task is changed (fingerprint, not state).
+    patched = await api.patch(f"/v1/tasks/{task_id}", json={"payload": {"n": 3}})
+    assert patched.status_code == 200, patched.text
+    after = await api.post("/v1/tasks", json=first)
+    assert after.status_code == 200 and after.json()["id"] == task_id
+    assert after.json()["payload"] == {"n": 3}
+    # Keys are per tenant and per request: another key is another task.
+    other = await api.post("/v1/tasks", json={**first, "idempotency_key": "k-2"})
+    assert other.status_code == 201

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from pydantic_core import PydanticCustomError
 
+from duetime.api.idempotency import request_hash
 from duetime.api.problems import PayloadTooLarge
 from duetime.api.schemas import TaskCreate, TaskPatchIn, parse_rfc3339
 from duetime.errors import ValidationError
@@ -94,6 +95,7 @@ class TaskBuilder:
             depends_on=tuple(dict.fromkeys(body.depends_on)),
             concurrency_key=body.concurrency_key,
             labels=body.labels,
+            request_hash=request_hash(body),
         )
 
     def _check_target(self, target: Mapping[str, Any], prefix: str) -> None:

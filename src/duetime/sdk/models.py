@@ -305,10 +305,12 @@ class Lease(_Response):
 
 
 class LeaseExtension(_Response):
-    """A heartbeat's answer: the lease now lasts until ``lease_expires_at``."""
+    """A heartbeat's answer: the lease now lasts until ``lease_expires_at``.
+    ``cancel_requested``: the task was cancelled while running; stop and fail the lease."""
 
     lease_id: str
     lease_expires_at: datetime
+    cancel_requested: bool = False
 
 
 class AckResult(_Response):

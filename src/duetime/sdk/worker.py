@@ -187,6 +187,7 @@ class WorkerStats:
     heartbeats: int = 0
     lost_leases: int = 0
     server_errors: int = 0
+    cancelled: int = 0  # handlers stopped because their task was cancelled while running
 
 
 @dataclass(eq=False, slots=True)
@@ -721,7 +722,7 @@ class Worker:
         interval = self.config.heartbeat_interval
         lease_id = held.job.lease_id
         try:
-            await client.heartbeat(lease_id, self.config.lease_seconds)
+            extension = await client.heartbeat(lease_id, self.config.lease_seconds)
         except (ApiConflict, ApiNotFound) as exc:
             if self._held.get(lease_id) is not held:
                 return  # acked meanwhile: nothing was lost
@@ -739,6 +740,20 @@ class Worker:
         else:
             self.stats.heartbeats += 1
             held.next_beat = loop.time() + interval
+            if extension.cancel_requested:
+                self._cancelled(held)
+
+    def _cancelled(self, held: _Held) -> None:
+        """The task was cancelled while its handler runs: fail the lease for good (the task
+        ends ``cancelled``) and cancel an async handler; a sync one cannot be stopped, so its
+        thread runs on and its result is dropped."""
+        if held.ended or held.lost:
+            return
+        log.info("task %s was cancelled; stopping its handler", held.job.id)
+        self.stats.cancelled += 1
+        self._fail(held, "cancelled while running", retryable=False)
+        if held.is_async and held.runner is not None:
+            held.runner.cancel()
 
     # -- stopping ----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from duetime.api import render
 from duetime.api.batch_errors import located
 from duetime.api.convert import encode_cursor, task_filter
 from duetime.api.deps import TenantCall, body_schema, json_body, tenant_call
+from duetime.api.idempotency import check_repeats
 from duetime.api.problems import problem_responses
 from duetime.api.schemas import (
     MAX_LIST_LIMIT,
@@ -61,6 +62,7 @@ async def create_task(request: Request) -> Response:
     body = await json_body(request, TaskCreate)
     new = await call.builder.new_tasks(call.store, call.tenant_id, [body], batch=False)
     (created,) = await call.store.task_create_many(new)
+    check_repeats(new, [created], prefix=False)
     return render.json_response(render.task(created.task), 201 if created.created else 200)
 
 

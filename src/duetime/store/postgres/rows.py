@@ -82,6 +82,7 @@ def task_from_row(r: Row) -> Task:
         lease_expires_at=r["lease_expires_at"],
         worker_id=r["worker_id"],
         cancel_requested=r["cancel_requested"],
+        request_hash=r.get("request_hash"),
     )
 
 
@@ -116,6 +117,7 @@ def new_task_from_row(new: NewTask, task_id: str, parents: tuple[str, ...], r: R
         updated_at=created_at,
         finished_at=r["finished_at"],
         last_error=r["last_error"],
+        request_hash=new.request_hash,
     )
 
 
@@ -207,6 +209,7 @@ def task_input_records(
             t.schedule_id,
             t.scheduled_for,
             t.run_at,
+            t.request_hash,
         )
         for t, task_id, group, waiting, failed in zip(
             tasks, ids, parents, pending, dep_failed, strict=True

@@ -118,6 +118,7 @@ def task_from_row(row: Row) -> Task:
         lease_expires_at=opt_from_micros(row["lease_expires_at"]),
         worker_id=row["worker_id"],
         cancel_requested=bool(row["cancel_requested"]),
+        request_hash=row.get("request_hash"),
     )
 
 
