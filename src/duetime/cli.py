@@ -5,8 +5,9 @@ Store commands (``serve``, ``migrate``, ``tenant create``) take ``--db``/``--dat
 ``DUETIME_*`` variables, then defaults. API commands (``task ...``) talk to a running server
 through the SDK, at ``--url`` (``DUETIME_URL``) with ``--api-key`` (``DUETIME_API_KEY``).
 
-Output is JSON on stdout; an error is one line on stderr and a non-zero exit (1 for a refused or
-failed call, 2 for bad usage). More command groups (``schedule``, ``queue``, ``worker``,
+Output is JSON on stdout; an error is one line on stderr and a distinct exit status
+(:data:`EXIT_CODES`): 2 bad usage, 3 not found, 4 conflict, 5 server (or store) unreachable or
+unavailable, 6 invalid input, 1 anything else (refused credentials, bad configuration). More command groups (``schedule``, ``queue``, ``worker``,
 ``bench``) are separate :class:`typer.Typer` apps registered at the bottom of this module; they
 can reuse :data:`UrlOption`, :data:`ApiKeyOption`, :func:`api_client`, :func:`print_json` and
 :func:`errors_reported`.
@@ -27,9 +28,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
+from duetime import __version__
 from duetime.config import Settings, load_settings
-from duetime.errors import DuetimeError
+from duetime.errors import (
+    Conflict,
+    DuetimeError,
+    NotFound,
+    StoreUnavailable,
+    ValidationError,
+)
 from duetime.sdk.client import DEFAULT_URL
+from duetime.sdk.errors import TransportError
 
 if TYPE_CHECKING:
     from duetime.sdk.client import Client
@@ -54,6 +63,40 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 task_app = typer.Typer(help="One-time tasks, through the HTTP API.", no_args_is_help=True)
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
+EXIT_UNREACHABLE = 5
+EXIT_INVALID = 6
+EXIT_CODES: tuple[tuple[type[DuetimeError] | tuple[type[DuetimeError], ...], int], ...] = (
+    (NotFound, EXIT_NOT_FOUND),
+    (Conflict, EXIT_CONFLICT),
+    ((TransportError, StoreUnavailable), EXIT_UNREACHABLE),
+    (ValidationError, EXIT_INVALID),
+)
+"""Exit status by error class, first match wins (docs/cli.md); anything else exits 1 and bad
+usage (a wrong flag, a malformed argument) 2."""
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"duetime {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """A durable, distributed task scheduler."""
+
 tenant_app = typer.Typer(help="Tenants and their API keys.", no_args_is_help=True)
 
 # -- shared pieces ---------------------------------------------------------------------------
@@ -97,14 +140,22 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def exit_code(exc: DuetimeError) -> int:
+    """The exit status for ``exc`` (:data:`EXIT_CODES`)."""
+    for kinds, code in EXIT_CODES:
+        if isinstance(exc, kinds):
+            return code
+    return EXIT_ERROR
+
+
 @contextlib.contextmanager
 def errors_reported() -> Iterator[None]:
     """Turn duetime's errors (API problems, unreachable server, bad config) into one stderr line
-    and exit status 1, instead of a traceback."""
+    and the exit status of :func:`exit_code`, instead of a traceback."""
     try:
         yield
     except DuetimeError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), exit_code(exc)) from None
 
 
 def server_module(name: str) -> Any:

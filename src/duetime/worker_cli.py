@@ -22,6 +22,8 @@ from typing import Annotated
 import typer
 
 from duetime.cli import ApiKeyOption, errors_reported, fail, print_json
+from duetime.config import check_log_level
+from duetime.errors import ConfigError
 from duetime.sdk.worker import Worker
 
 __all__ = ["load_worker", "worker"]
@@ -75,8 +77,12 @@ def worker(
 
     Prints the worker's counts as JSON when it stops.
     """
+    try:
+        level = check_log_level(log_level)
+    except ConfigError as exc:
+        raise fail(str(exc), 2) from None
     logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     found = load_worker(app)
     # The process is the worker's alone: keep the garbage collector from re-scanning every

@@ -77,4 +77,4 @@ def test_queue_cli_pause_resume(cli_client: None) -> None:
     resumed = runner.invoke(cli.app, ["queue", "resume", "reports"])
     assert orjson.loads(resumed.stdout)["paused"] is False
     bad = runner.invoke(cli.app, ["queue", "set", "reports", "--max-concurrency", "0"])
-    assert bad.exit_code == 1 and "max_concurrency" in bad.output
+    assert bad.exit_code == 6 and "max_concurrency" in bad.output

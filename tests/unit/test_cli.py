@@ -259,7 +259,7 @@ def test_api_errors_are_one_line_on_stderr(
 ) -> None:
     use_api(monkeypatch, lambda r: not_found(r.url.path))
     result = runner.invoke(cli.app, ["task", "get", "missing"])
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # not found
     assert result.stdout == ""
     assert result.stderr == "error: 404 Not found: no task with that id for this tenant\n"
 
@@ -276,7 +276,7 @@ def test_validation_errors_name_the_field(
     }
     use_api(monkeypatch, lambda r: httpx.Response(422, json=body))
     result = runner.invoke(cli.app, ["task", "create", "--target-url", "nope"])
-    assert result.exit_code == 1
+    assert result.exit_code == 6  # invalid input
     assert result.stderr == (
         "error: 422 Invalid request: target.url: must be an absolute URL (field: target.url)\n"
     )
@@ -288,7 +288,7 @@ def test_unreachable_server_is_one_line(runner: CliRunner, monkeypatch: pytest.M
 
     use_api(monkeypatch, refuse)
     result = runner.invoke(cli.app, ["task", "get", TASK_ID])
-    assert result.exit_code == 1
+    assert result.exit_code == 5  # unreachable
     assert result.stderr.startswith("error: cannot reach http://127.0.0.1:8080")
     assert "Traceback" not in result.output
 
@@ -379,3 +379,26 @@ def test_task_list_all_pages_and_formats(
 
     both = runner.invoke(cli.app, ["task", "list", "--all", "--cursor", "c1"])
     assert both.exit_code == 2
+
+
+def test_version_and_distinct_exit_codes(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from duetime import __version__
+
+    shown = runner.invoke(cli.app, ["--version"])
+    assert shown.exit_code == 0 and shown.stdout == f"duetime {__version__}\n"
+    conflict = {
+        "type": "urn:duetime:problem:conflict",
+        "title": "Conflict",
+        "status": 409,
+        "detail": "task is finished",
+    }
+    use_api(monkeypatch, lambda r: httpx.Response(409, json=conflict))
+    assert runner.invoke(cli.app, ["task", "cancel", TASK_ID]).exit_code == 4
+    unavailable = {**conflict, "status": 503, "title": "Store unavailable", "detail": "down"}
+    use_api(monkeypatch, lambda r: httpx.Response(503, json=unavailable))
+    assert runner.invoke(
+        cli.app, ["task", "get", TASK_ID, "--url", "http://127.0.0.1:1"]
+    ).exit_code in (5,)
+    assert runner.invoke(cli.app, ["task", "list", "--limit", "many"]).exit_code == 2  # usage
