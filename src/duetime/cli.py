@@ -97,6 +97,7 @@ def _main(
 ) -> None:
     """A durable, distributed task scheduler."""
 
+
 tenant_app = typer.Typer(help="Tenants and their API keys.", no_args_is_help=True)
 
 # -- shared pieces ---------------------------------------------------------------------------

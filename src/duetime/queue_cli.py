@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from duetime.cli import ApiKeyOption, UrlOption, api_client, errors_reported, print_json
+from duetime.cli import ApiKeyOption, UrlOption, api_client, errors_reported, fail, print_json
 from duetime.errors import NotFound
 from duetime.sdk.client import DEFAULT_URL, Client
 
@@ -57,13 +57,36 @@ def queue_resume(name: NameArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOpt
 def queue_set(
     name: NameArg,
     max_concurrency: Annotated[
-        int | None, typer.Option(help="Most tasks of the queue running at once; omit for none.")
+        int | None,
+        typer.Option(help="Most tasks of the queue running at once (kept when omitted)."),
     ] = None,
-    paused: Annotated[bool, typer.Option("--paused/--active")] = False,
+    unlimited: Annotated[
+        bool, typer.Option("--unlimited", help="Remove the concurrency limit.")
+    ] = False,
+    paused: Annotated[
+        bool | None,
+        typer.Option("--paused/--active", help="Pause or resume (kept when omitted)."),
+    ] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Replace the queue's settings."""
+    """Change the settings given; the others keep their current values (a paused queue stays
+    paused when only --max-concurrency is given)."""
+    if unlimited and max_concurrency is not None:
+        raise fail("give --max-concurrency N or --unlimited, not both", 2)
+    if not unlimited and max_concurrency is None and paused is None:
+        raise fail("give at least one of --max-concurrency, --unlimited, --paused/--active", 2)
     with errors_reported(), api_client(url, api_key) as client:
-        queue = client.put_queue(name, paused=paused, max_concurrency=max_concurrency)
+        try:
+            current = client.get_queue(name)
+            keep_paused, keep_limit = current.paused, current.max_concurrency
+        except NotFound:
+            keep_paused, keep_limit = False, None
+        queue = client.put_queue(
+            name,
+            paused=keep_paused if paused is None else paused,
+            max_concurrency=None
+            if unlimited
+            else (keep_limit if max_concurrency is None else max_concurrency),
+        )
         print_json(queue.model_dump(mode="json"))

@@ -78,3 +78,17 @@ def test_queue_cli_pause_resume(cli_client: None) -> None:
     assert orjson.loads(resumed.stdout)["paused"] is False
     bad = runner.invoke(cli.app, ["queue", "set", "reports", "--max-concurrency", "0"])
     assert bad.exit_code == 6 and "max_concurrency" in bad.output
+
+
+def test_queue_cli_set_changes_only_what_is_given(cli_client: None) -> None:
+    runner = CliRunner()
+    assert runner.invoke(cli.app, ["queue", "pause", "reports"]).exit_code == 0
+    limited = runner.invoke(cli.app, ["queue", "set", "reports", "--max-concurrency", "5"])
+    assert limited.exit_code == 0, limited.output
+    shown = orjson.loads(limited.stdout)
+    assert shown["max_concurrency"] == 5 and shown["paused"] is True  # still paused
+    active = orjson.loads(runner.invoke(cli.app, ["queue", "set", "reports", "--active"]).stdout)
+    assert active["paused"] is False and active["max_concurrency"] == 5  # limit kept
+    free = orjson.loads(runner.invoke(cli.app, ["queue", "set", "reports", "--unlimited"]).stdout)
+    assert free["max_concurrency"] is None and free["paused"] is False
+    assert runner.invoke(cli.app, ["queue", "set", "reports"]).exit_code == 2
