@@ -7,9 +7,11 @@ through the SDK, at ``--url`` (``DUETIME_URL``) with ``--api-key`` (``DUETIME_AP
 
 Output is JSON on stdout; an error is one line on stderr and a distinct exit status
 (:data:`EXIT_CODES`): 2 bad usage, 3 not found, 4 conflict, 5 server (or store) unreachable or
-unavailable, 6 invalid input, 1 anything else (refused credentials, bad configuration). More command groups (``schedule``, ``queue``, ``worker``,
-``bench``) are separate :class:`typer.Typer` apps registered at the bottom of this module; they
-can reuse :data:`UrlOption`, :data:`ApiKeyOption`, :func:`api_client`, :func:`print_json` and
+unavailable, 6 invalid input, 1 anything else (refused credentials, bad configuration).
+
+More command groups (``schedule``, ``queue``, ``worker``, ``bench``) are separate
+:class:`typer.Typer` apps registered at the bottom of this module; they can reuse
+:data:`UrlOption`, :data:`ApiKeyOption`, :func:`api_client`, :func:`print_json` and
 :func:`errors_reported`.
 """
 

@@ -14,6 +14,7 @@ import duetime
 from duetime import AsyncClient, Client, Worker
 import duetime.sdk
 import duetime.cli
+import duetime.testing
 from duetime.cli import app
 from typer.testing import CliRunner
 result = CliRunner().invoke(app, ["--help"])

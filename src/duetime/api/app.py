@@ -39,6 +39,7 @@ from duetime.api.schedule_schemas import (
     ResumeIn,
     ScheduleCreate,
     SchedulePatchIn,
+    TriggerIn,
 )
 from duetime.api.schemas import (
     ProblemOut,
@@ -86,6 +87,7 @@ DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     SchedulePatchIn,
     PauseIn,
     ResumeIn,
+    TriggerIn,
     BackfillIn,
 )
 """Models the OpenAPI document must carry although no route declares them as a parameter."""

@@ -15,6 +15,7 @@ from duetime.sdk.errors import (
     ApiValidationError,
     TransportError,
 )
+from duetime.sdk.handles import Retry, TaskHandle
 from duetime.sdk.models import (
     AckResult,
     ApiKeyCreated,
@@ -70,6 +71,7 @@ __all__ = [
     "NonRetryable",
     "Page",
     "QueueInfo",
+    "Retry",
     "RetryPolicy",
     "RetrySpec",
     "Schedule",
@@ -79,6 +81,7 @@ __all__ = [
     "ScheduleTick",
     "SigningSecret",
     "Task",
+    "TaskHandle",
     "TaskSpec",
     "Tenant",
     "TenantCreated",

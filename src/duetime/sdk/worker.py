@@ -55,7 +55,7 @@ import secrets
 import signal
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -70,17 +70,29 @@ from duetime.sdk.errors import (
     ApiValidationError,
     TransportError,
 )
+from duetime.sdk.handles import Retry, TaskHandle
 from duetime.sdk.models import Lease, Task
 from duetime.sdk.threads import DaemonThreadPool
 
 if TYPE_CHECKING:
     from duetime.sdk.client import AsyncClient
 
-__all__ = ["Handler", "Job", "NonRetryable", "Worker", "WorkerConfig", "WorkerStats"]
+__all__ = [
+    "Handler",
+    "Job",
+    "NonRetryable",
+    "Retry",
+    "TaskHandle",
+    "Worker",
+    "WorkerConfig",
+    "WorkerStats",
+]
 
 log = logging.getLogger("duetime.worker")
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = TypeVar("P")
+R = TypeVar("R")
 Handler = Callable[["Job"], Any]
 """A handler: ``def f(job) -> result`` or ``async def f(job) -> result``."""
 
@@ -171,6 +183,14 @@ class Job:
     def name(self) -> str | None:
         """The task's name (the handler it was dispatched to)."""
         return self.task.name
+
+    def payload_as(self, kind: type[P]) -> P:
+        """The payload validated as ``kind`` (a pydantic model, a dataclass, ``list[int]``...);
+        a payload that does not fit raises ``pydantic.ValidationError`` (a retryable failure,
+        or wrap it in :class:`NonRetryable`)."""
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(kind).validate_python(self.task.payload)
 
 
 @dataclass(slots=True)
@@ -276,6 +296,52 @@ class Worker:
             return fn
 
         return register
+
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        queue: str | None = None,
+        retry: Mapping[str, Any] | None = None,
+        timeout_seconds: float | None = None,
+        priority: int | None = None,
+        labels: Mapping[str, str] | None = None,
+        concurrency_key: str | None = None,
+    ) -> Callable[[Callable[..., R]], TaskHandle[R]]:
+        """Decorator: register ``fn`` as the handler of tasks named ``name`` (default: the
+        function's name) and return a :class:`~duetime.sdk.handles.TaskHandle` whose
+        ``defer``/``defer_async`` create such tasks with these defaults (``queue``: the
+        worker's first; ``retry``, ``timeout_seconds``, ``priority``, ``labels``,
+        ``concurrency_key``: the server's unless given)."""
+
+        def register(fn: Callable[..., R]) -> TaskHandle[R]:
+            task_name: str = name or str(getattr(fn, "__name__", ""))
+            self.add_handler(task_name, fn)
+            defaults = {
+                "queue": queue,
+                "retry": None if retry is None else dict(retry),
+                "timeout_seconds": timeout_seconds,
+                "priority": priority,
+                "labels": None if labels is None else dict(labels),
+                "concurrency_key": concurrency_key,
+            }
+            return TaskHandle(self, fn, task_name, defaults)
+
+        return register
+
+    @property
+    def url(self) -> str | None:
+        """The server URL the worker uses (None: its client's, or ``$DUETIME_URL``)."""
+        return self._client.base_url if self._client is not None else self._url
+
+    @property
+    def api_key(self) -> str | None:
+        """The API key the worker was given (None: its client's, or ``$DUETIME_API_KEY``)."""
+        return self._api_key
+
+    def async_client(self) -> AsyncClient | None:
+        """The :class:`~duetime.AsyncClient` the worker was given, if any."""
+        return self._client
 
     def add_handler(self, name: str, fn: Handler) -> None:
         """Register ``fn`` for tasks named ``name`` (what :meth:`handler` does)."""
@@ -618,6 +684,8 @@ class Worker:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except NonRetryable as exc:
             self._fail(held, _describe(exc, self.config.max_error_chars), retryable=False)
+        except Retry as exc:  # the handler asks for its next attempt at a time of its choosing
+            self._fail(held, exc.reason, retryable=True, retry_after_seconds=exc.after)
         except Exception as exc:
             if held.timed_out:  # e.g. the handler turned our cancellation into another error
                 self._timed_out(held)
@@ -665,7 +733,15 @@ class Worker:
         assert self._acks is not None
         self._acks.complete(held.job.lease_id, encoded)
 
-    def _fail(self, held: _Held, error: str, *, retryable: bool, timed_out: bool = False) -> None:
+    def _fail(
+        self,
+        held: _Held,
+        error: str,
+        *,
+        retryable: bool,
+        timed_out: bool = False,
+        retry_after_seconds: float | None = None,
+    ) -> None:
         if held.ended or held.lost:
             return
         held.ended = True
@@ -675,7 +751,7 @@ class Worker:
             held.job.lease_id,
             error,
             retryable=retryable,
-            retry_after_seconds=None,
+            retry_after_seconds=retry_after_seconds,
             timed_out=timed_out,
         )
 
