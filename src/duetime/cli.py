@@ -23,7 +23,6 @@ import importlib
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,6 +30,7 @@ import orjson
 import typer
 
 from duetime import __version__
+from duetime.cli_output import OutputFormat, OutputOption, emit, to_json
 from duetime.config import Settings, load_settings
 from duetime.errors import (
     Conflict,
@@ -178,7 +178,7 @@ def server_module(name: str) -> Any:
 
 def print_json(data: Any) -> None:
     """Pretty JSON on stdout."""
-    typer.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+    typer.echo(to_json(data))
 
 
 def _settings(**flags: Any) -> Settings:
@@ -282,6 +282,7 @@ def tenant_create(
     name: Annotated[str, typer.Argument(help="The tenant's display name.")],
     db: DbOption = None,
     data_dir: DataDirOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Create a tenant and its first API key directly in the store (no server needed).
 
@@ -306,16 +307,10 @@ def tenant_create(
             await store.close()
 
     with errors_reported():
-        print_json(asyncio.run(run()))
+        emit(output, asyncio.run(run()))
 
 
 # -- tasks, through the API ------------------------------------------------------------------
-
-
-class OutputFormat(StrEnum):
-    JSON = "json"
-    JSONL = "jsonl"
-    TABLE = "table"
 
 
 @task_app.command("create")
@@ -353,6 +348,7 @@ def task_create(
     label: Annotated[list[str] | None, typer.Option(help="KEY=VALUE; repeat.")] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Create a one-time task and print it."""
     from duetime.sdk.models import http_target, worker_target
@@ -385,7 +381,7 @@ def task_create(
     if payload is not None:
         fields["payload"] = _json_arg(payload, "--payload")
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.create_task(**fields).to_json())
+        emit(output, client.create_task(**fields).to_json())
 
 
 @task_app.command("get")
@@ -393,10 +389,11 @@ def task_get(
     task_id: Annotated[str, typer.Argument(metavar="ID")],
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print one task."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.get_task(task_id).to_json())
+        emit(output, client.get_task(task_id).to_json())
 
 
 @task_app.command("attempts")
@@ -404,10 +401,11 @@ def task_attempts(
     task_id: Annotated[str, typer.Argument(metavar="ID")],
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print every attempt of a task."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json({"items": [a.to_json() for a in client.list_attempts(task_id)]})
+        emit(output, {"items": [a.to_json() for a in client.list_attempts(task_id)]})
 
 
 @task_app.command("list")
@@ -424,7 +422,7 @@ def task_list(
     all_pages: Annotated[
         bool, typer.Option("--all", help="Follow cursors to the last page.")
     ] = False,
-    output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.JSON,
+    output: OutputOption = OutputFormat.JSON,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
 ) -> None:
@@ -453,21 +451,8 @@ def task_list(
 def _print_tasks(
     items: list[dict[str, Any]], next_cursor: str | None, output: OutputFormat
 ) -> None:
-    if output is OutputFormat.JSON:
-        print_json({"items": items, "next_cursor": next_cursor})
-        return
-    if output is OutputFormat.JSONL:
-        for item in items:
-            typer.echo(orjson.dumps(item).decode())
-        return
     columns = ("id", "status", "name", "queue", "run_at", "attempts")
-    rows = [[c.upper() for c in columns]]
-    rows += [["-" if item.get(c) is None else str(item[c]) for c in columns] for item in items]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
-    for row in rows:
-        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    if next_cursor:
-        typer.echo(f"next cursor: {next_cursor}", err=True)
+    emit(output, {"items": items, "next_cursor": next_cursor}, columns)
 
 
 @task_app.command("cancel")
@@ -475,10 +460,11 @@ def task_cancel(
     task_id: Annotated[str, typer.Argument(metavar="ID")],
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Cancel a task that has not finished and print it."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.cancel_task(task_id).to_json())
+        emit(output, client.cancel_task(task_id).to_json())
 
 
 @task_app.command("retry")
@@ -486,10 +472,11 @@ def task_retry(
     task_id: Annotated[str, typer.Argument(metavar="ID")],
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Replay a failed or cancelled task as a new attempt series and print it."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.retry_task(task_id).to_json())
+        emit(output, client.retry_task(task_id).to_json())
 
 
 # -- registration: one line per command group ------------------------------------------------

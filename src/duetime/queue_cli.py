@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from duetime.cli import ApiKeyOption, UrlOption, api_client, errors_reported, fail, print_json
+from duetime.cli import ApiKeyOption, UrlOption, api_client, errors_reported, fail
+from duetime.cli_output import OutputFormat, OutputOption, emit
 from duetime.errors import NotFound
 from duetime.sdk.client import DEFAULT_URL, Client
 
@@ -24,33 +25,52 @@ def _limit(client: Client, name: str) -> int | None:
 
 
 @queue_app.command("list")
-def queue_list(url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def queue_list(
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Print every queue with its settings and figures."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json([q.model_dump(mode="json") for q in client.list_queues()])
+        emit(output, [q.model_dump(mode="json") for q in client.list_queues()])
 
 
 @queue_app.command("get")
-def queue_get(name: NameArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def queue_get(
+    name: NameArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Print one queue."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.get_queue(name).model_dump(mode="json"))
+        emit(output, client.get_queue(name).model_dump(mode="json"))
 
 
 @queue_app.command("pause")
-def queue_pause(name: NameArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def queue_pause(
+    name: NameArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Stop dispatching and leasing the queue's tasks (its concurrency limit is kept)."""
     with errors_reported(), api_client(url, api_key) as client:
         queue = client.put_queue(name, paused=True, max_concurrency=_limit(client, name))
-        print_json(queue.model_dump(mode="json"))
+        emit(output, queue.model_dump(mode="json"))
 
 
 @queue_app.command("resume")
-def queue_resume(name: NameArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def queue_resume(
+    name: NameArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Dispatch and lease the queue's tasks again."""
     with errors_reported(), api_client(url, api_key) as client:
         queue = client.put_queue(name, paused=False, max_concurrency=_limit(client, name))
-        print_json(queue.model_dump(mode="json"))
+        emit(output, queue.model_dump(mode="json"))
 
 
 @queue_app.command("set")
@@ -69,6 +89,7 @@ def queue_set(
     ] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Change the settings given; the others keep their current values (a paused queue stays
     paused when only --max-concurrency is given)."""
@@ -89,4 +110,4 @@ def queue_set(
             if unlimited
             else (keep_limit if max_concurrency is None else max_concurrency),
         )
-        print_json(queue.model_dump(mode="json"))
+        emit(output, queue.model_dump(mode="json"))

@@ -27,8 +27,8 @@ from duetime.cli import (
     api_client,
     errors_reported,
     fail,
-    print_json,
 )
+from duetime.cli_output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
 
 __all__ = ["schedule_app"]
@@ -105,6 +105,7 @@ def create(
     label: Annotated[list[str] | None, typer.Option(help="KEY=VALUE; repeat.")] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Create a schedule and print it."""
     fields = {
@@ -135,7 +136,7 @@ def create(
             catchup_max_runs=catchup_max_runs,
             dst=dst or None,
         )
-        print_json(made.to_json())
+        emit(output, made.to_json())
 
 
 @schedule_app.command("update")
@@ -151,6 +152,7 @@ def update(
     task: Annotated[str | None, typer.Option(help=_TASK_HELP)] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Change a schedule (only the options given) and print it."""
     changes: dict[str, Any] = {
@@ -163,14 +165,19 @@ def update(
     if not given:
         raise fail("give at least one option to change", 2)
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.update_schedule(schedule_id, **given).to_json())
+        emit(output, client.update_schedule(schedule_id, **given).to_json())
 
 
 @schedule_app.command("get")
-def get(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def get(
+    schedule_id: IdArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Print one schedule."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.get_schedule(schedule_id).to_json())
+        emit(output, client.get_schedule(schedule_id).to_json())
 
 
 @schedule_app.command("list")
@@ -182,20 +189,26 @@ def list_(
     cursor: Annotated[str | None, typer.Option()] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """List schedules, newest first: one page ({"items", "next_cursor"})."""
     with errors_reported(), api_client(url, api_key) as client:
         page = client.list_schedules(
             paused=paused, queue=queue, name=name, limit=limit, cursor=cursor
         )
-        print_json({"items": [s.to_json() for s in page.items], "next_cursor": page.next_cursor})
+        emit(output, {"items": [s.to_json() for s in page.items], "next_cursor": page.next_cursor})
 
 
 @schedule_app.command("delete")
-def delete(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def delete(
+    schedule_id: IdArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Delete a schedule; its pending occurrences are cancelled."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.delete_schedule(schedule_id).to_json())
+        emit(output, client.delete_schedule(schedule_id).to_json())
 
 
 @schedule_app.command("pause")
@@ -204,10 +217,11 @@ def pause(
     note: Annotated[str | None, typer.Option(help="Why (shown on the schedule).")] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Stop making occurrences."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.pause_schedule(schedule_id, note=note).to_json())
+        emit(output, client.pause_schedule(schedule_id, note=note).to_json())
 
 
 @schedule_app.command("resume")
@@ -218,17 +232,23 @@ def resume(
     ] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Make occurrences again from now on."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.resume_schedule(schedule_id, catchup=catchup).to_json())
+        emit(output, client.resume_schedule(schedule_id, catchup=catchup).to_json())
 
 
 @schedule_app.command("trigger")
-def trigger(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def trigger(
+    schedule_id: IdArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Run one occurrence now and print its task."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.trigger_schedule(schedule_id).to_json())
+        emit(output, client.trigger_schedule(schedule_id).to_json())
 
 
 @schedule_app.command("upcoming")
@@ -238,11 +258,12 @@ def upcoming(
     count: Annotated[int | None, typer.Option(help="How many (≤ 1000, default 10).")] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print the next fire times in the schedule's zone, with DST notes."""
     with errors_reported(), api_client(url, api_key) as client:
         items = client.list_upcoming(schedule_id, after=_when(after, "--after"), count=count)
-        print_json({"items": [i.to_json() for i in items]})
+        emit(output, {"items": [i.to_json() for i in items]})
 
 
 @schedule_app.command("ticks")
@@ -253,11 +274,12 @@ def ticks(
     cursor: Annotated[str | None, typer.Option()] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print the tick ledger, newest instant first: one page."""
     with errors_reported(), api_client(url, api_key) as client:
         page = client.list_ticks(schedule_id, outcome=outcome or None, limit=limit, cursor=cursor)
-        print_json({"items": [t.to_json() for t in page.items], "next_cursor": page.next_cursor})
+        emit(output, {"items": [t.to_json() for t in page.items], "next_cursor": page.next_cursor})
 
 
 @schedule_app.command("revisions")
@@ -267,11 +289,12 @@ def revisions(
     cursor: Annotated[str | None, typer.Option()] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print every change to the schedule, newest first: one page."""
     with errors_reported(), api_client(url, api_key) as client:
         page = client.list_revisions(schedule_id, limit=limit, cursor=cursor)
-        print_json({"items": [r.to_json() for r in page.items], "next_cursor": page.next_cursor})
+        emit(output, {"items": [r.to_json() for r in page.items], "next_cursor": page.next_cursor})
 
 
 @schedule_app.command("backfill")
@@ -283,6 +306,7 @@ def backfill(
     rate: Annotated[float | None, typer.Option(help="Tasks released per second.")] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Make the occurrences of a past range, throttled."""
     begin, finish = _when(start, "--start"), _when(end, "--end")
@@ -291,4 +315,4 @@ def backfill(
         made = client.backfill_schedule(
             schedule_id, start=begin, end=finish, max_runs=max_runs, rate_per_second=rate
         )
-        print_json(made.to_json())
+        emit(output, made.to_json())

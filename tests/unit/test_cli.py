@@ -402,3 +402,30 @@ def test_version_and_distinct_exit_codes(
         cli.app, ["task", "get", TASK_ID, "--url", "http://127.0.0.1:1"]
     ).exit_code in (5,)
     assert runner.invoke(cli.app, ["task", "list", "--limit", "many"]).exit_code == 2  # usage
+
+
+def test_every_api_command_prints_json_yaml_or_a_table(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    use_api(monkeypatch, lambda r: httpx.Response(200, json=task_json(labels={"team": "b"})))
+    as_json = runner.invoke(cli.app, ["task", "get", TASK_ID])
+    as_yaml = runner.invoke(cli.app, ["task", "get", TASK_ID, "-o", "yaml"])
+    assert as_yaml.exit_code == 0, as_yaml.output
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
+    table = runner.invoke(cli.app, ["task", "get", TASK_ID, "-o", "table"])
+    fields = dict(line.split(None, 1) for line in table.stdout.splitlines()[1:] if " " in line)
+    assert fields["id"].strip() == TASK_ID and fields["labels"].strip() == '{"team":"b"}'
+    # Every API command takes -o.
+    commands = [
+        ["task", "create", "--help"],
+        ["task", "cancel", "--help"],
+        ["schedule", "get", "--help"],
+        ["schedule", "list", "--help"],
+        ["queue", "list", "--help"],
+        ["queue", "set", "--help"],
+        ["tenant", "create", "--help"],
+    ]
+    for command in commands:
+        assert "--output" in runner.invoke(cli.app, command).stdout, command
