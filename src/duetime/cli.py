@@ -521,6 +521,15 @@ def _add_queue() -> None:
 _add_queue()
 
 
+def _add_doctor() -> None:
+    from duetime.doctor import doctor
+
+    app.command("doctor")(doctor)
+
+
+_add_doctor()
+
+
 def _add_dev_receiver() -> None:
     from duetime.dev_receiver import dev_receiver
 
