@@ -521,6 +521,17 @@ def _add_queue() -> None:
 _add_queue()
 
 
+def _add_api_commands() -> None:
+    from duetime.api_cli import admin_app, lease_app, workers
+
+    app.add_typer(admin_app, name="admin")
+    app.add_typer(lease_app, name="lease")
+    app.command("workers")(workers)
+
+
+_add_api_commands()
+
+
 def _add_doctor() -> None:
     from duetime.doctor import doctor
 

@@ -14,6 +14,7 @@ Every command prints JSON (as the ``task`` commands do) and exits 1 on a refused
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any
 
 import typer
@@ -103,11 +104,16 @@ def create(
     max_attempts: Annotated[int | None, typer.Option()] = None,
     timeout: Annotated[float | None, typer.Option(help="One attempt's limit, seconds.")] = None,
     label: Annotated[list[str] | None, typer.Option(help="KEY=VALUE; repeat.")] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(help="Declare by this key: create, or change to match (safe to repeat)."),
+    ] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
-    """Create a schedule and print it."""
+    """Create a schedule and print it; with --key, declare it (PUT /v1/schedules/by-key/KEY:
+    made once, then changed to match or left as it is)."""
     fields = {
         "name": name,
         "queue": queue,
@@ -121,7 +127,10 @@ def create(
         raise fail("give the task: --target-url, --worker, --target or --task", 2)
     dst = {k: v for k, v in (("nonexistent", dst_nonexistent), ("ambiguous", dst_ambiguous)) if v}
     with errors_reported(), api_client(url, api_key) as client:
-        made = client.create_schedule(
+        call = client.create_schedule
+        if key is not None:
+            call = functools.partial(client.ensure_schedule, key)
+        made = call(
             task=template,
             cron=cron,
             every=every,
