@@ -133,6 +133,8 @@ class Task:
     request_hash: str | None = None
     """Fingerprint of the create request that made a task with an idempotency key (None for
     others): a repeat of the key with a different request is refused with it."""
+    payload_ref: str | None = None
+    """An opaque reference the task carries instead of a payload (SPEC §3), handed on as-is."""
 
     @property
     def payload(self) -> JSONValue:
@@ -173,6 +175,8 @@ class NewTask:
     scheduled_for: datetime | None = None
     request_hash: str | None = None
     """Fingerprint of the create request (with an idempotency key), kept with the task."""
+    payload_ref: str | None = None
+    """An opaque reference instead of a payload (≤ 2 KiB), handed to the target as-is."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,3 +149,18 @@ async def test_run_handler_async_awaits_and_checks_the_result_encodes() -> None:
 
     outcome = await run_handler_async(returns_a_set)
     assert outcome.status == "failed" and "TypeError" in str(outcome.error)
+
+
+async def test_payload_ref_reaches_the_handler_as_is(transport: httpx.ASGITransport) -> None:
+    async with AsyncClient(BASE, transport=transport) as client:
+        worker = Worker(client)
+        seen: list[tuple[str | None, object]] = []
+
+        @worker.task()
+        def fetch(job: Job) -> None:
+            seen.append((job.payload_ref, job.payload))
+
+        task = await fetch.defer_async(payload_ref="s3://bucket/object?v=2")
+        assert task.payload_ref == "s3://bucket/object?v=2" and task.payload is None
+        await asyncio.wait_for(worker.run(until_empty=True), 10)
+        assert seen == [("s3://bucket/object?v=2", None)]

@@ -96,6 +96,7 @@ class TaskBuilder:
             concurrency_key=body.concurrency_key,
             labels=body.labels,
             request_hash=request_hash(body),
+            payload_ref=body.payload_ref,
         )
 
     def _check_target(self, target: Mapping[str, Any], prefix: str) -> None:

@@ -9,6 +9,7 @@ Every request carries::
     duetime-task-id: <task id>
     duetime-attempt: <1-based attempt number>
     duetime-scheduled-for: <RFC 3339 UTC>   (only for schedule-made tasks; absent otherwise)
+    duetime-payload-ref: <the task's payload_ref, as given>   (only when it has one)
     idempotency-key: <the task's idempotency key, or its id>
 
 Target headers never override the signature, ``duetime-*``, ``idempotency-key`` or framing
@@ -55,6 +56,7 @@ __all__ = ["ALLOWED_METHODS", "WebhookDeliverer", "check_http_target", "parse_re
 ALLOWED_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE", "GET"})
 HEADER_TASK_ID = "duetime-task-id"
 HEADER_ATTEMPT = "duetime-attempt"
+HEADER_PAYLOAD_REF = "duetime-payload-ref"
 HEADER_SCHEDULED_FOR = "duetime-scheduled-for"
 HEADER_IDEMPOTENCY_KEY = "idempotency-key"
 
@@ -264,6 +266,8 @@ class WebhookDeliverer:
                 raise _Refused(f"cannot sign: {exc}") from exc
         if task.scheduled_for is not None:
             headers[HEADER_SCHEDULED_FOR] = _rfc3339_utc(task.scheduled_for)
+        if task.payload_ref is not None:  # handed on as-is: duetime never reads what it names
+            headers[HEADER_PAYLOAD_REF] = task.payload_ref
         if not extra:
             return headers
         if not isinstance(extra, Mapping):

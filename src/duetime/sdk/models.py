@@ -100,6 +100,7 @@ class TaskSpec(_Request):
     depends_on: list[str] | None = None
     concurrency_key: str | None = None
     labels: dict[str, str] | None = None
+    payload_ref: str | None = None
 
     @classmethod
     def _nullable_fields(cls) -> frozenset[str]:
@@ -124,6 +125,7 @@ class TaskSpecFields(TypedDict, total=False):
     depends_on: list[str] | None
     concurrency_key: str | None
     labels: Mapping[str, str] | None
+    payload_ref: str | None
 
 
 def http_target(
@@ -184,6 +186,8 @@ class Task(_Response):
     result: Any = None
     next_attempt_at: datetime | None = None
     cancel_requested: bool = False
+    payload_ref: str | None = None
+    """An opaque reference the task carries instead of a payload, as given at create."""
     created: bool | None = None
     """From ``create_task`` only: True when the call created the task, False when its
     ``idempotency_key`` found an existing one; None on every other call."""

@@ -184,6 +184,12 @@ class Job:
         """The task's name (the handler it was dispatched to)."""
         return self.task.name
 
+    @property
+    def payload_ref(self) -> str | None:
+        """The opaque reference the task carries instead of a payload (None without one):
+        fetch what it names yourself; duetime never reads it."""
+        return self.task.payload_ref
+
     def payload_as(self, kind: type[P]) -> P:
         """The payload validated as ``kind`` (a pydantic model, a dataclass, ``list[int]``...);
         a payload that does not fit raises ``pydantic.ValidationError`` (a retryable failure,

@@ -119,6 +119,7 @@ def task_from_row(row: Row) -> Task:
         worker_id=row["worker_id"],
         cancel_requested=bool(row["cancel_requested"]),
         request_hash=row.get("request_hash"),
+        payload_ref=row.get("payload_ref"),
     )
 
 
