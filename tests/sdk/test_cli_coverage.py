@@ -36,8 +36,8 @@ async def store(sqlite_url: str) -> AsyncIterator[Store]:
 @pytest.fixture
 def run(store: Store) -> Iterator[Any]:
     transport = httpx.ASGITransport(app=create_app(Settings(admin_token=ADMIN), store))
-    original = cli.client_factory
-    cli.client_factory = lambda url, key: Client(BASE, key, transport=transport)
+    original = cli.common.client_factory
+    cli.common.client_factory = lambda url, key: Client(BASE, key, transport=transport)
     runner = CliRunner()
 
     def invoke(*args: str, key: str, code: int = 0) -> Any:
@@ -48,7 +48,7 @@ def run(store: Store) -> Iterator[Any]:
     try:
         yield invoke
     finally:
-        cli.client_factory = original
+        cli.common.client_factory = original
 
 
 def test_every_api_area_has_commands(run: Any) -> None:

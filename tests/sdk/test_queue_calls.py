@@ -55,16 +55,16 @@ async def test_queue_settings_and_figures(transport: httpx.ASGITransport) -> Non
 def cli_client(transport: httpx.ASGITransport) -> Iterator[None]:
     """Route the CLI's SDK client through the in-process app."""
 
-    original = cli.client_factory
+    original = cli.common.client_factory
 
     def factory(url: str, api_key: str | None) -> Client:
         return Client(BASE, api_key, transport=transport)
 
-    cli.client_factory = factory
+    cli.common.client_factory = factory
     try:
         yield
     finally:
-        cli.client_factory = original
+        cli.common.client_factory = original
 
 
 def test_queue_cli_pause_resume(cli_client: None) -> None:

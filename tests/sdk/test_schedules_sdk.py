@@ -118,7 +118,7 @@ def cli_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunn
     asyncio.run(start())
     app = create_app(Settings(), store)
     monkeypatch.setattr(
-        cli,
+        cli.common,
         "client_factory",
         lambda url, key: Client(url, key, transport=httpx.ASGITransport(app=app)),
     )

@@ -81,7 +81,7 @@ def use_api(
     monkeypatch: pytest.MonkeyPatch, handler: Callable[[httpx.Request], httpx.Response]
 ) -> FakeApi:
     api = FakeApi(handler)
-    monkeypatch.setattr(cli, "client_factory", api.factory)
+    monkeypatch.setattr(cli.common, "client_factory", api.factory)
     return api
 
 

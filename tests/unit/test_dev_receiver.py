@@ -7,7 +7,7 @@ import threading
 import httpx
 import pytest
 
-from duetime.dev_receiver import make_server
+from duetime.cli.dev_receiver import make_server
 
 
 @pytest.mark.parametrize("status", [200, 503])

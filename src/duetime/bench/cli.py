@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from duetime.cli import server_module
+from duetime.cli.common import server_module
 
 bench_app = typer.Typer(help="Measure duetime on this machine (real processes on loopback).")
 

@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from duetime.cli import ApiKeyOption, errors_reported, fail, print_json
+from duetime.cli.common import ApiKeyOption, errors_reported, fail, print_json
 from duetime.config import check_log_level
 from duetime.errors import ConfigError
 from duetime.sdk.worker import Worker

@@ -1,26 +1,22 @@
-"""The CLI commands for the rest of the API: ``task update|batch``, ``tenant get|rotate-secret``,
+"""The CLI commands for the rest of the API: ``tenant get|rotate-secret``,
 ``admin tenant-create|key-create|key-delete``, ``workers``, ``lease take|heartbeat|complete|fail``
-and ``schedule ensure``. Each takes ``--url``/``--api-key`` and ``-o``, like the others."""
+Each takes ``--url``/``--api-key`` and ``-o``, like the others."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from duetime.cli import (
+from duetime.cli.common import (
     ApiKeyOption,
     UrlOption,
-    _json_arg,
-    _pairs,
-    _when,
     api_client,
     errors_reported,
-    fail,
-    task_app,
+    json_arg,
     tenant_app,
 )
-from duetime.cli_output import OutputFormat, OutputOption, emit
+from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
 
 admin_app = typer.Typer(
@@ -33,57 +29,6 @@ lease_app = typer.Typer(
 
 IdArg = Annotated[str, typer.Argument(metavar="ID")]
 LeaseArg = Annotated[str, typer.Argument(metavar="LEASE_ID")]
-
-
-@task_app.command("update")
-def task_update(
-    task_id: IdArg,
-    run_at: Annotated[str | None, typer.Option(help="New RFC 3339 run time.")] = None,
-    payload: Annotated[
-        str | None, typer.Option(help="New JSON payload, @file.json, or - for stdin.")
-    ] = None,
-    priority: Annotated[int | None, typer.Option()] = None,
-    label: Annotated[list[str] | None, typer.Option(help="KEY=VALUE; replaces the labels.")] = None,
-    url: UrlOption = DEFAULT_URL,
-    api_key: ApiKeyOption = None,
-    output: OutputOption = OutputFormat.JSON,
-) -> None:
-    """Change a waiting task: only the options given change."""
-    fields: dict[str, Any] = {
-        "run_at": _when(run_at, "--run-at"),
-        "priority": priority,
-        "labels": _pairs(label, "=", "--label") if label else None,
-    }
-    fields = {k: v for k, v in fields.items() if v is not None}
-    if payload is not None:
-        fields["payload"] = _json_arg(payload, "--payload")
-    if not fields:
-        raise fail("give at least one of --run-at, --payload, --priority, --label", 2)
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.update_task(task_id, **fields).to_json())
-
-
-@task_app.command("batch")
-def task_batch(
-    tasks: Annotated[
-        str,
-        typer.Argument(
-            metavar="TASKS",
-            help='A JSON list of create bodies (or {"tasks": [...]}), @file.json, or -.',
-        ),
-    ],
-    url: UrlOption = DEFAULT_URL,
-    api_key: ApiKeyOption = None,
-    output: OutputOption = OutputFormat.JSON,
-) -> None:
-    """Create up to 1,000 tasks, all or nothing (errors name tasks.N.field)."""
-    data = _json_arg(tasks, "TASKS")
-    if isinstance(data, dict) and "tasks" in data:
-        data = data["tasks"]
-    if not isinstance(data, list):
-        raise fail("TASKS must be a JSON list of task bodies", 2)
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, {"items": [t.to_json() for t in client.create_tasks(data)]})
 
 
 @tenant_app.command("get")
@@ -209,7 +154,7 @@ def lease_complete(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """End the leased attempt as succeeded."""
-    value = None if result is None else _json_arg(result, "--result")
+    value = None if result is None else json_arg(result, "--result")
     with errors_reported(), api_client(url, api_key) as client:
         emit(output, client.complete_lease(lease_id, value).to_json())
 

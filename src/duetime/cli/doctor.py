@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 import httpx
 import typer
 
-from duetime.cli import (
+from duetime.cli.common import (
     EXIT_ERROR,
     EXIT_UNREACHABLE,
     ApiKeyOption,
@@ -30,7 +30,7 @@ from duetime.cli import (
     UrlOption,
     server_module,
 )
-from duetime.cli_output import OutputFormat, OutputOption, emit
+from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
 
 MAX_CLOCK_OFFSET_SECONDS = 2.0

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from duetime.cli import ApiKeyOption, UrlOption, api_client, errors_reported, fail
-from duetime.cli_output import OutputFormat, OutputOption, emit
+from duetime.cli.common import ApiKeyOption, UrlOption, api_client, errors_reported, fail
+from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.errors import NotFound
 from duetime.sdk.client import DEFAULT_URL, Client
 

@@ -19,17 +19,17 @@ from typing import Annotated, Any
 
 import typer
 
-from duetime.cli import (
+from duetime.cli.common import (
     ApiKeyOption,
     UrlOption,
-    _json_arg,
-    _pairs,
-    _when,
     api_client,
     errors_reported,
     fail,
+    json_arg,
+    pairs,
+    when,
 )
-from duetime.cli_output import OutputFormat, OutputOption, emit
+from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
 
 __all__ = ["schedule_app"]
@@ -53,7 +53,7 @@ def _template(
     if task is not None:
         if given or payload is not None or any(v is not None for v in fields.values()):
             raise fail("--task gives the whole template; drop the other task flags", 2)
-        template = _json_arg(task, "--task")
+        template = json_arg(task, "--task")
         if not isinstance(template, dict):
             raise fail("--task must be a JSON object", 2)
         return template
@@ -69,9 +69,9 @@ def _template(
     elif worker:
         out["target"] = {"type": "worker"}
     else:
-        out["target"] = _json_arg(str(target), "--target")
+        out["target"] = json_arg(str(target), "--target")
     if payload is not None:
-        out["payload"] = _json_arg(payload, "--payload")
+        out["payload"] = json_arg(payload, "--payload")
     return out
 
 
@@ -120,7 +120,7 @@ def create(
         "priority": priority,
         "timeout_seconds": timeout,
         "retry": None if max_attempts is None else {"max_attempts": max_attempts},
-        "labels": _pairs(label, "=", "--label") or None,
+        "labels": pairs(label, "=", "--label") or None,
     }
     template = _template(task, target_url, worker, target, fields, payload)
     if template is None:
@@ -136,8 +136,8 @@ def create(
             every=every,
             rrule=rrule,
             timezone=timezone,
-            start_at=_when(start_at, "--start-at"),
-            end_at=_when(end_at, "--end-at"),
+            start_at=when(start_at, "--start-at"),
+            end_at=when(end_at, "--end-at"),
             jitter_seconds=jitter,
             overlap=overlap,
             catchup=catchup,
@@ -271,7 +271,7 @@ def upcoming(
 ) -> None:
     """Print the next fire times in the schedule's zone, with DST notes."""
     with errors_reported(), api_client(url, api_key) as client:
-        items = client.list_upcoming(schedule_id, after=_when(after, "--after"), count=count)
+        items = client.list_upcoming(schedule_id, after=when(after, "--after"), count=count)
         emit(output, {"items": [i.to_json() for i in items]})
 
 
@@ -318,7 +318,7 @@ def backfill(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Make the occurrences of a past range, throttled."""
-    begin, finish = _when(start, "--start"), _when(end, "--end")
+    begin, finish = when(start, "--start"), when(end, "--end")
     assert begin is not None and finish is not None
     with errors_reported(), api_client(url, api_key) as client:
         made = client.backfill_schedule(
