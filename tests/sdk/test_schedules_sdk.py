@@ -173,3 +173,15 @@ def test_schedule_create_usage_errors(cli_app: CliRunner) -> None:
     assert both.exit_code == 2
     bad = cli_app.invoke(cli.app, ["schedule", "create", "--every", "PT0M", "--worker"])
     assert bad.exit_code == 6 and "every" in bad.output
+
+
+def test_cli_schedule_choices_are_checked_before_any_call(cli_app: CliRunner) -> None:
+    bad = cli_app.invoke(
+        cli.app, ["schedule", "create", "--every", "PT1M", "--worker", "--overlap", "sometimes"]
+    )
+    assert bad.exit_code == 2 and "sometimes" in bad.output
+    good = cli_app.invoke(
+        cli.app, ["schedule", "create", "--every", "PT1M", "--worker", "--overlap", "skip"]
+    )
+    assert good.exit_code == 0, good.output
+    assert json.loads(good.stdout)["overlap"] == "skip"

@@ -15,6 +15,7 @@ Every command prints JSON (as the ``task`` commands do) and exits 1 on a refused
 from __future__ import annotations
 
 import functools
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -37,6 +38,36 @@ __all__ = ["schedule_app"]
 schedule_app = typer.Typer(help="Recurring schedules, through the HTTP API.", no_args_is_help=True)
 
 IdArg = Annotated[str, typer.Argument(metavar="ID")]
+
+
+class Overlap(StrEnum):
+    """``--overlap`` (shown as choices in ``--help``)."""
+
+    ALLOW = "allow"
+    SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+
+
+class Catchup(StrEnum):
+    """``--catchup``."""
+
+    NONE = "none"
+    LATEST = "latest"
+    ALL = "all"
+
+
+class DstNonexistent(StrEnum):
+    """``--dst-nonexistent``."""
+
+    RUN_AFTER_GAP = "run_after_gap"
+    SKIP = "skip"
+
+
+class DstAmbiguous(StrEnum):
+    """``--dst-ambiguous``."""
+
+    FIRST = "first"
+    BOTH = "both"
 
 
 def _template(
@@ -87,12 +118,16 @@ def create(
     start_at: Annotated[str | None, typer.Option(help="RFC 3339.")] = None,
     end_at: Annotated[str | None, typer.Option(help="RFC 3339.")] = None,
     jitter: Annotated[int | None, typer.Option(help="Seconds of deterministic jitter.")] = None,
-    overlap: Annotated[str | None, typer.Option(help="allow | skip | buffer_one")] = None,
-    catchup: Annotated[str | None, typer.Option(help="none | latest | all")] = None,
+    overlap: Annotated[Overlap | None, typer.Option(help="While one runs, the next one.")] = None,
+    catchup: Annotated[Catchup | None, typer.Option(help="After downtime.")] = None,
     catchup_window: Annotated[int | None, typer.Option(help="Seconds.")] = None,
     catchup_max_runs: Annotated[int | None, typer.Option()] = None,
-    dst_nonexistent: Annotated[str | None, typer.Option(help="run_after_gap | skip")] = None,
-    dst_ambiguous: Annotated[str | None, typer.Option(help="first | both")] = None,
+    dst_nonexistent: Annotated[
+        DstNonexistent | None, typer.Option(help="A local time a DST jump skips.")
+    ] = None,
+    dst_ambiguous: Annotated[
+        DstAmbiguous | None, typer.Option(help="A local time that occurs twice.")
+    ] = None,
     task: Annotated[str | None, typer.Option(help=_TASK_HELP)] = None,
     target_url: Annotated[str | None, typer.Option(help="Webhook target URL.")] = None,
     worker: Annotated[bool, typer.Option("--worker", help="A pull-worker target.")] = False,
@@ -156,8 +191,8 @@ def update(
     rrule: Annotated[str | None, typer.Option()] = None,
     timezone: Annotated[str | None, typer.Option()] = None,
     jitter: Annotated[int | None, typer.Option()] = None,
-    overlap: Annotated[str | None, typer.Option()] = None,
-    catchup: Annotated[str | None, typer.Option()] = None,
+    overlap: Annotated[Overlap | None, typer.Option()] = None,
+    catchup: Annotated[Catchup | None, typer.Option()] = None,
     task: Annotated[str | None, typer.Option(help=_TASK_HELP)] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
@@ -237,7 +272,7 @@ def pause(
 def resume(
     schedule_id: IdArg,
     catchup: Annotated[
-        str | None, typer.Option(help="Run occurrences missed while paused: latest | all.")
+        Catchup | None, typer.Option(help="Run occurrences missed while paused.")
     ] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
