@@ -28,7 +28,7 @@ def bench_run(
         list[str] | None, typer.Option("--env", help="NAME=VALUE for the duetime node")
     ] = None,
 ) -> None:
-    """Run SCENARIO ``repeat`` times against a fresh store each time."""
+    """Run SCENARIO --repeat times against a fresh store each time."""
     # The scenarios drive a node with aiohttp and asyncpg: the server extra, imported on use so
     # that the lean client's `duetime --help` works without it.
     scenarios = server_module("duetime.bench.scenarios")
