@@ -429,3 +429,11 @@ def test_every_api_command_prints_json_yaml_or_a_table(
     ]
     for command in commands:
         assert "--output" in runner.invoke(cli.app, command).stdout, command
+
+
+def test_piped_tables_keep_whole_values(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    long_id = "0190f000-0000-7000-8000-000000000001"
+    page = {"items": [task_json(id=long_id, name="a-rather-long-task-name")], "next_cursor": None}
+    use_api(monkeypatch, lambda r: httpx.Response(200, json=page))
+    table = runner.invoke(cli.app, ["task", "list", "-o", "table"])
+    assert table.stdout.splitlines()[1].split()[:3] == [long_id, "ready", "a-rather-long-task-name"]

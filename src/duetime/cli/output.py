@@ -18,6 +18,7 @@ import orjson
 import typer
 
 MAX_TABLE_COLUMNS = 8
+PIPED_WIDTH = 4096
 MAX_CELL_CHARS = 60
 
 
@@ -124,6 +125,8 @@ def print_table(data: Any, columns: Sequence[str] | None = None) -> None:
 
     data = _jsonable(data)
     console = Console(soft_wrap=False)
+    if not console.is_terminal:  # piped or captured: never cut an id to fit 80 columns
+        console = Console(soft_wrap=False, width=PIPED_WIDTH)
     listing = _rows(data)
     if listing is None:
         table = Table("FIELD", "VALUE", box=None, show_edge=False)
