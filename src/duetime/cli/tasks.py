@@ -20,6 +20,7 @@ from duetime.cli.common import (
 )
 from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
+from duetime.types import TaskStatus
 
 IdArg = Annotated[str, typer.Argument(metavar="ID")]
 
@@ -121,7 +122,9 @@ def task_attempts(
 
 @task_app.command("list")
 def task_list(
-    status: Annotated[list[str] | None, typer.Option(help="Any of these statuses; repeat.")] = None,
+    status: Annotated[
+        list[TaskStatus] | None, typer.Option(help="Any of these statuses; repeat.")
+    ] = None,
     queue: Annotated[str | None, typer.Option()] = None,
     name: Annotated[str | None, typer.Option()] = None,
     schedule_id: Annotated[str | None, typer.Option()] = None,
