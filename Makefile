@@ -17,4 +17,4 @@ serve:
 	scripts/serve
 
 bench:
-	.venv/bin/duetime bench burst-http --store sqlite
+	.venv/bin/duetime bench run burst-http --store sqlite --repeat 1

@@ -11,6 +11,8 @@ __all__ = [
     "Client",
     "Job",
     "NonRetryable",
+    "Retry",
+    "TaskHandle",
     "Worker",
     "WorkerConfig",
     "__version__",
@@ -18,6 +20,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from duetime.sdk.client import AsyncClient, Client
+    from duetime.sdk.handles import Retry, TaskHandle
     from duetime.sdk.worker import Job, NonRetryable, Worker, WorkerConfig
 
 _LAZY = {
@@ -25,6 +28,8 @@ _LAZY = {
     "Client": "duetime.sdk.client",
     "Job": "duetime.sdk.worker",
     "NonRetryable": "duetime.sdk.worker",
+    "Retry": "duetime.sdk.handles",
+    "TaskHandle": "duetime.sdk.handles",
     "Worker": "duetime.sdk.worker",
     "WorkerConfig": "duetime.sdk.worker",
 }

@@ -1,7 +1,14 @@
-"""Settings, built once: command-line flags, then ``DUETIME_*`` variables, then defaults."""
+"""Settings, built once: command-line flags, then ``DUETIME_*`` variables, then defaults.
+
+Every ``DUETIME_*`` variable is read strictly: a value that does not parse (``DUETIME_PORT=http``,
+a boolean other than true/false/1/0/yes/no/on/off, an unknown ``DUETIME_LOG_LEVEL``) and a
+variable duetime does not know (a misspelling: ``DUETIME_ADMIN_TOKN``) are a ``ConfigError``
+naming it, never a silent default.
+"""
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import socket
@@ -17,6 +24,17 @@ DEFAULT_DATA_DIR = Path(".duetime")
 MIN_ADMIN_TOKEN_LENGTH = 32
 """An admin token shorter than this is refused: it guards every tenant (``openssl rand -hex 32``
 gives 64 characters)."""
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+CLIENT_VARIABLES = frozenset({"DUETIME_URL", "DUETIME_API_KEY"})
+"""``DUETIME_*`` variables of the client side (the CLI's API commands, the SDK), not Settings."""
+OTHER_PREFIXES = ("DUETIME_TEST_", "DUETIME_BENCH_", "DUETIME_THROWAWAY_", "DUETIME_FAULT_")
+"""Prefixes of variables the test suite, benchmarks and scripts read (not the service)."""
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 def _default_node_id() -> str:
@@ -113,6 +131,7 @@ class Settings:
             raise ConfigError("dispatch_concurrency must be at least dispatch_processes")
         if self.max_connections_per_origin < self.dispatch_process_count:
             raise ConfigError("max_connections_per_origin must be at least dispatch_processes")
+        check_log_level(self.log_level)
         return self
 
 
@@ -126,10 +145,43 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+def check_log_level(level: str) -> str:
+    """``level`` if it is a log level name (any case); ``ConfigError`` otherwise."""
+    if level.strip().lower() not in LOG_LEVELS:
+        raise ConfigError(f"DUETIME_LOG_LEVEL={level!r}: use one of {', '.join(LOG_LEVELS)}")
+    return level.strip().lower()
+
+
+def check_sqlite_url(url: str) -> str:
+    """``url`` unless it is a ``sqlite:///`` URL that very likely means an absolute path.
+
+    ``sqlite:///x.db`` is the relative path ``x.db`` and ``sqlite:////abs/x.db`` the absolute
+    ``/abs/x.db`` (the SQLAlchemy convention). ``sqlite:///tmp/x.db`` therefore names
+    ``./tmp/x.db``; when ``./tmp`` does not exist but ``/tmp`` does, that is refused with both
+    spellings rather than creating a surprise directory."""
+    if not url.startswith("sqlite:///") or url.startswith("sqlite:////"):
+        return url
+    relative = url.removeprefix("sqlite:///")
+    first, slash, _ = relative.partition("/")
+    surprising = slash and first not in (".", "..") and not Path(first).exists()
+    if surprising and Path("/" + first).is_dir():
+        raise ConfigError(
+            f"{url!r} is the relative path {relative!r} (three slashes: relative, four: "
+            f"absolute): write sqlite:////{relative} for /{relative}, or "
+            f"sqlite:///./{relative} for the relative one"
+        )
+    return url
+
+
 def _coerce(kind: Any, raw: str) -> Any:
     text = str(kind)
     if "bool" in text:
-        return raw.strip().lower() in ("1", "true", "yes", "on")
+        value = raw.strip().lower()
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        raise ValueError("not a boolean: use true or false (also 1/0, yes/no, on/off)")
     if "int" in text and "None" not in text:
         return int(raw)
     if "float" in text:
@@ -144,6 +196,16 @@ def load_settings(
 ) -> Settings:
     """Flags (non-None values) win over ``DUETIME_*`` variables, which win over defaults."""
     env = os.environ if environ is None else environ
+    known = {f"DUETIME_{f.name.upper()}" for f in fields(Settings)} | CLIENT_VARIABLES
+    for name in env:
+        if (
+            name.startswith("DUETIME_")
+            and name not in known
+            and not name.startswith(OTHER_PREFIXES)
+        ):
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown setting {name}{hint}; unset it or fix its name")
     values: dict[str, Any] = {}
     for f in fields(Settings):
         raw = env.get(f"DUETIME_{f.name.upper()}")
@@ -155,4 +217,7 @@ def load_settings(
     for key, value in (flags or {}).items():
         if value is not None:
             values[key] = value
-    return replace(Settings(), **values)
+    settings = replace(Settings(), **values)
+    check_log_level(settings.log_level)
+    check_sqlite_url(settings.db)
+    return settings

@@ -49,6 +49,11 @@ class Unauthorized(DuetimeError):
     """Missing, malformed or unknown credentials."""
 
 
+class Forbidden(DuetimeError):
+    """The caller is known, but this server does not allow the call (e.g. admin calls in dev
+    mode); nothing was changed."""
+
+
 class StoreUnavailable(DuetimeError):
     """The store cannot be reached; accepted work is safe, retry later."""
 

@@ -132,6 +132,11 @@ class Task:
     cancel_requested: bool = False
     traceparent: str | None = None
     """The W3C trace context of the task (see :mod:`duetime.observe.tracing`)."""
+    request_hash: str | None = None
+    """Fingerprint of the create request that made a task with an idempotency key (None for
+    others): a repeat of the key with a different request is refused with it."""
+    payload_ref: str | None = None
+    """An opaque reference the task carries instead of a payload (SPEC §3), handed on as-is."""
 
     @property
     def payload(self) -> JSONValue:
@@ -171,6 +176,10 @@ class NewTask:
     schedule_id: str | None = None
     scheduled_for: datetime | None = None
     traceparent: str | None = None
+    request_hash: str | None = None
+    """Fingerprint of the create request (with an idempotency key), kept with the task."""
+    payload_ref: str | None = None
+    """An opaque reference instead of a payload (≤ 2 KiB), handed to the target as-is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,6 +497,8 @@ class Schedule:
     created_at: datetime
     updated_at: datetime
     deleted: bool = False
+    key: str | None = None
+    """The tenant-unique declarative key (``PUT /v1/schedules/by-key/{key}``), or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +517,8 @@ class NewSchedule:
     next_run_at: datetime | None = None
     """The first occurrence after ``materialized_until`` when the caller computed it; None
     stores the cursor instead (the next materializer round computes the real one)."""
+    key: str | None = None
+    """A tenant-unique declarative key; a live schedule holding it already → ``Conflict``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -233,11 +233,16 @@ async def test_dev_mode_acts_as_default_tenant(store: Store) -> None:
         assert created.status_code == 201
         task = await store.task_get("default", created.json()["id"])
         assert task is not None
-        # Any key (or none) is fine; admin calls are open.
+        # Any key (or none) is fine.
         other = await c.get("/v1/tasks", headers={"Authorization": "Bearer whatever"})
         assert [t["id"] for t in other.json()["items"]] == [created.json()["id"]]
-        made = await c.post("/v1/admin/tenants", json={"name": "second"})
-        assert made.status_code == 201
+        # Admin calls are refused: a tenant or key made here would act as `default`.
+        refused = await c.post("/v1/admin/tenants", json={"name": "second"})
+        problem = assert_problem(refused, 403)
+        assert "dev mode" in str(problem["detail"]) and "DUETIME_ADMIN_TOKEN" in str(
+            problem["detail"]
+        )
+        assert_problem(await c.post("/v1/admin/tenants/default/keys", json={}), 403)
     # A second app (another node) finds the tenant already there.
     again = create_app(dev, store)
     async with httpx.AsyncClient(

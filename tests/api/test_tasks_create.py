@@ -162,10 +162,12 @@ async def test_idempotent_create_returns_the_first_task(
     body = {"target": HOOK, "idempotency_key": "k-1", "payload": 1}
     first = await api.post("/v1/tasks", json=body)
     assert first.status_code == 201
-    again = await api.post("/v1/tasks", json={**body, "payload": 2})
+    again = await api.post("/v1/tasks", json=body)
     assert again.status_code == 200
     assert again.json()["id"] == first.json()["id"]
     assert again.json()["payload"] == 1
+    other = await api.post("/v1/tasks", json={**body, "payload": 2})  # other fields: 409
+    assert other.status_code == 409 and first.json()["id"] in other.json()["detail"]
     listed = (await api.get("/v1/tasks")).json()["items"]
     assert [t["id"] for t in listed] == [first.json()["id"]]
 

@@ -524,3 +524,14 @@ def test_check_http_target() -> None:
             check_http_target({"type": "http", **target}, allow_private=False)
         assert info.value.field == field_name, target
     check_http_target({"type": "http", "url": "http://10.0.0.1/"}, allow_private=True)
+
+
+async def test_payload_ref_is_handed_on_in_a_header(
+    receiver: Receiver, deliverer: WebhookDeliverer
+) -> None:
+    ref = "s3://bucket/reports/2030-01.json?versionId=3"
+    d = delivery(receiver.url(), payload_json="null", payload_ref=ref)
+    assert (await deliverer.deliver(d)).outcome is AttemptOutcome.SUCCEEDED
+    [(_, _, headers, body)] = receiver.requests
+    assert headers["duetime-payload-ref"] == ref and body == b"null"
+    Webhook(SECRET_A).verify(body, dict(headers))

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from duetime.sdk import ApiNotFound, ApiUnavailable, AsyncClient, TransportError, worker_target
-from duetime.sdk.http import AiohttpBackend
+from duetime.sdk.http_aiohttp import AiohttpBackend
 
 TASK = {
     "id": "0b0f7a52-5f1e-4a8e-9a55-3c1d2b1a0c01",
@@ -148,3 +148,13 @@ async def test_a_client_works_from_one_event_loop_after_another(
 
     assert await asyncio.to_thread(twice) == [TASK["id"]] * 2
     assert len(fake.requests) == 2
+
+
+def test_without_aiohttp_the_client_speaks_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from duetime.sdk.http import HttpxBackend, network_backend
+
+    monkeypatch.setitem(sys.modules, "duetime.sdk.http_aiohttp", None)  # as if not installed
+    backend = network_backend("http://127.0.0.1:9", {}, 1.0)
+    assert isinstance(backend, HttpxBackend)

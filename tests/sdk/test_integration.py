@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -64,26 +65,30 @@ async def test_task_life_through_the_sdk(
 ) -> None:
     later = datetime.now(UTC) + timedelta(hours=1)
     async with await tenant_client(admin, transport, "billing") as client:
-        task = await client.create_task(
-            target=http_target("http://127.0.0.1:9/hook", headers={"X-Thing": "1"}),
-            payload={"n": 1},
-            run_at=later,
-            name="send-report",
-            idempotency_key="report-1",
-            retry={"max_attempts": 3},
-            labels={"team": "billing"},
-        )
+        fields: dict[str, Any] = {
+            "target": http_target("http://127.0.0.1:9/hook", headers={"X-Thing": "1"}),
+            "payload": {"n": 1},
+            "run_at": later,
+            "name": "send-report",
+            "idempotency_key": "report-1",
+            "retry": {"max_attempts": 3},
+            "labels": {"team": "billing"},
+        }
+        task = await client.create_task(**fields)
         assert task.status is TaskStatus.SCHEDULED
         assert task.run_at == later.replace(microsecond=task.run_at.microsecond)
         assert task.run_at.tzinfo is not None
         assert task.retry.max_attempts == 3
         assert task.payload == {"n": 1}
 
-        again = await client.create_task(
-            target=http_target("http://127.0.0.1:9/hook"), idempotency_key="report-1"
-        )
+        again = await client.create_task(**fields)  # the same request again
         assert again.id == task.id
         assert (task.created, again.created) == (True, False)
+        with pytest.raises(ApiConflict) as clash:  # the key with other fields (SPEC §3)
+            await client.create_task(
+                target=http_target("http://127.0.0.1:9/hook"), idempotency_key="report-1"
+            )
+        assert task.id in str(clash.value)
 
         got = await client.get_task(task.id)
         assert got == task.model_copy(update={"created": None})

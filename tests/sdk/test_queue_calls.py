@@ -55,16 +55,16 @@ async def test_queue_settings_and_figures(transport: httpx.ASGITransport) -> Non
 def cli_client(transport: httpx.ASGITransport) -> Iterator[None]:
     """Route the CLI's SDK client through the in-process app."""
 
-    original = cli.client_factory
+    original = cli.common.client_factory
 
     def factory(url: str, api_key: str | None) -> Client:
         return Client(BASE, api_key, transport=transport)
 
-    cli.client_factory = factory
+    cli.common.client_factory = factory
     try:
         yield
     finally:
-        cli.client_factory = original
+        cli.common.client_factory = original
 
 
 def test_queue_cli_pause_resume(cli_client: None) -> None:
@@ -77,4 +77,18 @@ def test_queue_cli_pause_resume(cli_client: None) -> None:
     resumed = runner.invoke(cli.app, ["queue", "resume", "reports"])
     assert orjson.loads(resumed.stdout)["paused"] is False
     bad = runner.invoke(cli.app, ["queue", "set", "reports", "--max-concurrency", "0"])
-    assert bad.exit_code == 1 and "max_concurrency" in bad.output
+    assert bad.exit_code == 6 and "max_concurrency" in bad.output
+
+
+def test_queue_cli_set_changes_only_what_is_given(cli_client: None) -> None:
+    runner = CliRunner()
+    assert runner.invoke(cli.app, ["queue", "pause", "reports"]).exit_code == 0
+    limited = runner.invoke(cli.app, ["queue", "set", "reports", "--max-concurrency", "5"])
+    assert limited.exit_code == 0, limited.output
+    shown = orjson.loads(limited.stdout)
+    assert shown["max_concurrency"] == 5 and shown["paused"] is True  # still paused
+    active = orjson.loads(runner.invoke(cli.app, ["queue", "set", "reports", "--active"]).stdout)
+    assert active["paused"] is False and active["max_concurrency"] == 5  # limit kept
+    free = orjson.loads(runner.invoke(cli.app, ["queue", "set", "reports", "--unlimited"]).stdout)
+    assert free["max_concurrency"] is None and free["paused"] is False
+    assert runner.invoke(cli.app, ["queue", "set", "reports"]).exit_code == 2

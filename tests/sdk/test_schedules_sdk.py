@@ -118,7 +118,7 @@ def cli_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunn
     asyncio.run(start())
     app = create_app(Settings(), store)
     monkeypatch.setattr(
-        cli,
+        cli.common,
         "client_factory",
         lambda url, key: Client(url, key, transport=httpx.ASGITransport(app=app)),
     )
@@ -161,7 +161,7 @@ def test_schedule_commands(cli_app: CliRunner) -> None:
     assert isinstance(filled, dict) and filled["created"] == 7
     assert isinstance(d := run(cli_app, "delete", sid), dict) and d["deleted"] is True
     missing = cli_app.invoke(cli.app, ["schedule", "get", sid])
-    assert missing.exit_code == 1 and "error:" in missing.output
+    assert missing.exit_code == 3 and "error:" in missing.output
 
 
 def test_schedule_create_usage_errors(cli_app: CliRunner) -> None:
@@ -172,4 +172,16 @@ def test_schedule_create_usage_errors(cli_app: CliRunner) -> None:
     )
     assert both.exit_code == 2
     bad = cli_app.invoke(cli.app, ["schedule", "create", "--every", "PT0M", "--worker"])
-    assert bad.exit_code == 1 and "every" in bad.output
+    assert bad.exit_code == 6 and "every" in bad.output
+
+
+def test_cli_schedule_choices_are_checked_before_any_call(cli_app: CliRunner) -> None:
+    bad = cli_app.invoke(
+        cli.app, ["schedule", "create", "--every", "PT1M", "--worker", "--overlap", "sometimes"]
+    )
+    assert bad.exit_code == 2 and "sometimes" in bad.output
+    good = cli_app.invoke(
+        cli.app, ["schedule", "create", "--every", "PT1M", "--worker", "--overlap", "skip"]
+    )
+    assert good.exit_code == 0, good.output
+    assert json.loads(good.stdout)["overlap"] == "skip"

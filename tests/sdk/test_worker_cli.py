@@ -14,8 +14,8 @@ import typer
 from typer.testing import CliRunner
 
 from duetime import cli
+from duetime.cli.worker import load_worker
 from duetime.sdk.worker import Worker
-from duetime.worker_cli import load_worker
 
 APP = """
 import httpx

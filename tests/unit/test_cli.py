@@ -81,7 +81,7 @@ def use_api(
     monkeypatch: pytest.MonkeyPatch, handler: Callable[[httpx.Request], httpx.Response]
 ) -> FakeApi:
     api = FakeApi(handler)
-    monkeypatch.setattr(cli, "client_factory", api.factory)
+    monkeypatch.setattr(cli.common, "client_factory", api.factory)
     return api
 
 
@@ -259,7 +259,7 @@ def test_api_errors_are_one_line_on_stderr(
 ) -> None:
     use_api(monkeypatch, lambda r: not_found(r.url.path))
     result = runner.invoke(cli.app, ["task", "get", "missing"])
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # not found
     assert result.stdout == ""
     assert result.stderr == "error: 404 Not found: no task with that id for this tenant\n"
 
@@ -276,7 +276,7 @@ def test_validation_errors_name_the_field(
     }
     use_api(monkeypatch, lambda r: httpx.Response(422, json=body))
     result = runner.invoke(cli.app, ["task", "create", "--target-url", "nope"])
-    assert result.exit_code == 1
+    assert result.exit_code == 6  # invalid input
     assert result.stderr == (
         "error: 422 Invalid request: target.url: must be an absolute URL (field: target.url)\n"
     )
@@ -288,7 +288,7 @@ def test_unreachable_server_is_one_line(runner: CliRunner, monkeypatch: pytest.M
 
     use_api(monkeypatch, refuse)
     result = runner.invoke(cli.app, ["task", "get", TASK_ID])
-    assert result.exit_code == 1
+    assert result.exit_code == 5  # unreachable
     assert result.stderr.startswith("error: cannot reach http://127.0.0.1:8080")
     assert "Traceback" not in result.output
 
@@ -379,3 +379,61 @@ def test_task_list_all_pages_and_formats(
 
     both = runner.invoke(cli.app, ["task", "list", "--all", "--cursor", "c1"])
     assert both.exit_code == 2
+
+
+def test_version_and_distinct_exit_codes(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from duetime import __version__
+
+    shown = runner.invoke(cli.app, ["--version"])
+    assert shown.exit_code == 0 and shown.stdout == f"duetime {__version__}\n"
+    conflict = {
+        "type": "urn:duetime:problem:conflict",
+        "title": "Conflict",
+        "status": 409,
+        "detail": "task is finished",
+    }
+    use_api(monkeypatch, lambda r: httpx.Response(409, json=conflict))
+    assert runner.invoke(cli.app, ["task", "cancel", TASK_ID]).exit_code == 4
+    unavailable = {**conflict, "status": 503, "title": "Store unavailable", "detail": "down"}
+    use_api(monkeypatch, lambda r: httpx.Response(503, json=unavailable))
+    assert runner.invoke(
+        cli.app, ["task", "get", TASK_ID, "--url", "http://127.0.0.1:1"]
+    ).exit_code in (5,)
+    assert runner.invoke(cli.app, ["task", "list", "--limit", "many"]).exit_code == 2  # usage
+
+
+def test_every_api_command_prints_json_yaml_or_a_table(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    use_api(monkeypatch, lambda r: httpx.Response(200, json=task_json(labels={"team": "b"})))
+    as_json = runner.invoke(cli.app, ["task", "get", TASK_ID])
+    as_yaml = runner.invoke(cli.app, ["task", "get", TASK_ID, "-o", "yaml"])
+    assert as_yaml.exit_code == 0, as_yaml.output
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
+    table = runner.invoke(cli.app, ["task", "get", TASK_ID, "-o", "table"])
+    fields = dict(line.split(None, 1) for line in table.stdout.splitlines()[1:] if " " in line)
+    assert fields["id"].strip() == TASK_ID and fields["labels"].strip() == '{"team":"b"}'
+    # Every API command takes -o.
+    commands = [
+        ["task", "create", "--help"],
+        ["task", "cancel", "--help"],
+        ["schedule", "get", "--help"],
+        ["schedule", "list", "--help"],
+        ["queue", "list", "--help"],
+        ["queue", "set", "--help"],
+        ["tenant", "create", "--help"],
+    ]
+    for command in commands:
+        assert "--output" in runner.invoke(cli.app, command).stdout, command
+
+
+def test_piped_tables_keep_whole_values(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    long_id = "0190f000-0000-7000-8000-000000000001"
+    page = {"items": [task_json(id=long_id, name="a-rather-long-task-name")], "next_cursor": None}
+    use_api(monkeypatch, lambda r: httpx.Response(200, json=page))
+    table = runner.invoke(cli.app, ["task", "list", "-o", "table"])
+    assert table.stdout.splitlines()[1].split()[:3] == [long_id, "ready", "a-rather-long-task-name"]

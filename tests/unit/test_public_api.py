@@ -12,6 +12,8 @@ def test_top_level_exports() -> None:
         "Client",
         "Job",
         "NonRetryable",
+        "Retry",
+        "TaskHandle",
         "Worker",
         "WorkerConfig",
         "__version__",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
@@ -23,6 +23,7 @@ from duetime.api.convert import TaskBuilder
 from duetime.api.deps import Authenticator, Services
 from duetime.api.guard import DevModeGuard
 from duetime.api.limits import HeaderLimits
+from duetime.api.query_guard import reject_unknown_query
 from duetime.api.queue_schemas import (
     CompleteBatchIn,
     CompleteIn,
@@ -38,6 +39,7 @@ from duetime.api.routes import (
     notifications,
     ops,
     queues,
+    schedule_keys,
     schedules,
     tasks,
     tenant,
@@ -48,6 +50,7 @@ from duetime.api.schedule_schemas import (
     ResumeIn,
     ScheduleCreate,
     SchedulePatchIn,
+    TriggerIn,
 )
 from duetime.api.schemas import (
     ProblemOut,
@@ -64,6 +67,7 @@ from duetime.ui import router as ui_router
 
 ROUTERS: Sequence[APIRouter] = (
     tasks.router,
+    schedule_keys.router,
     schedules.router,
     queues.router,
     leases.router,
@@ -96,6 +100,7 @@ DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     SchedulePatchIn,
     PauseIn,
     ResumeIn,
+    TriggerIn,
     BackfillIn,
     notifications.NotificationsIn,
 )
@@ -128,6 +133,7 @@ def create_app(
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        dependencies=[Depends(reject_unknown_query)],
     )
     app.state.store = store
     # Body caps guard memory; payloads are limited per task by max_payload_bytes. A request may

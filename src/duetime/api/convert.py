@@ -19,6 +19,7 @@ import orjson
 from pydantic_core import PydanticCustomError
 
 from duetime.api.fields import parse_rfc3339
+from duetime.api.idempotency import request_hash
 from duetime.api.problems import PayloadTooLarge
 from duetime.api.schemas import TaskCreate, TaskPatchIn
 from duetime.errors import ValidationError
@@ -100,6 +101,8 @@ class TaskBuilder:
             depends_on=tuple(dict.fromkeys(body.depends_on)),
             concurrency_key=body.concurrency_key,
             labels=body.labels,
+            request_hash=request_hash(body),
+            payload_ref=body.payload_ref,
         )
 
     def _check_target(self, target: Mapping[str, Any], prefix: str) -> None:

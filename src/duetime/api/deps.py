@@ -32,7 +32,7 @@ from duetime.api.problems import RequestTooLarge, problem_responses
 from duetime.auth import hash_api_key
 from duetime.clock import SystemClock
 from duetime.config import Settings
-from duetime.errors import Conflict, Unauthorized
+from duetime.errors import Conflict, Forbidden, Unauthorized
 from duetime.store.protocols import Store
 
 AUTH_CACHE_TTL_SECONDS = 5.0
@@ -180,8 +180,15 @@ async def tenant_call(request: Request) -> Caller:
 
 
 def admin_call(request: Request) -> Services:
-    """The app's services, when the call carries the admin token; ``Unauthorized`` otherwise."""
+    """The app's services, when the call carries the admin token; ``Unauthorized`` otherwise.
+    ``Forbidden`` in dev mode: every call acts as tenant ``default`` there, so a tenant or key
+    made there would silently act as ``default`` too."""
     found: Services = request.app.state.services
+    if found.auth.dev_mode:
+        raise Forbidden(
+            "admin calls are refused in dev mode: every call acts as tenant 'default', so tenants "
+            "and keys made here would too; start the server with DUETIME_ADMIN_TOKEN set"
+        )
     found.auth.check_admin(bearer_token(request))
     return found
 

@@ -39,6 +39,7 @@ from starlette.responses import Response
 from duetime.errors import (
     Conflict,
     DuetimeError,
+    Forbidden,
     NotFound,
     StaleLease,
     StoreFull,
@@ -73,6 +74,7 @@ _MAPPING: Sequence[tuple[type[DuetimeError], int, str, str]] = (
     (RequestTooLarge, 413, "request-too-large", "Request too large"),
     (ValidationError, 422, "validation", "Invalid request"),
     (Unauthorized, 401, "unauthorized", "Unauthorized"),
+    (Forbidden, 403, "forbidden", "Forbidden"),
     (NotFound, 404, "not-found", "Not found"),
     (StaleLease, 409, "stale-lease", "Lease is no longer current"),
     (Conflict, 409, "conflict", "Conflict"),

@@ -166,8 +166,12 @@ class LeasesOut(BaseModel):
 
 
 class LeaseExtendedOut(BaseModel):
+    """The lease's new expiry. ``cancel_requested``: the task was cancelled while running; the
+    worker should stop working on it and fail the lease (the task then ends ``cancelled``)."""
+
     lease_id: str
     lease_expires_at: datetime
+    cancel_requested: bool = False
 
 
 class AckOut(BaseModel):

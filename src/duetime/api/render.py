@@ -65,6 +65,7 @@ def task(t: Task) -> dict[str, Any]:
         "result": t.result,
         "next_attempt_at": t.next_attempt_at,
         "cancel_requested": t.cancel_requested,
+        "payload_ref": t.payload_ref,
     }
 
 

@@ -289,6 +289,7 @@ def schedule_json(s: Schedule, now: datetime, budget: Budget | None = None) -> d
         "version": s.version,
         "created_at": s.created_at,
         "updated_at": s.updated_at,
+        "key": s.key,
     }
 
 

@@ -130,6 +130,11 @@ class PauseIn(StrictModel):
     note: Annotated[str, Field(max_length=1000), CleanText] | None = None
 
 
+class TriggerIn(StrictModel):
+    """``trigger`` takes no settings: the occurrence is the template's. A body is optional, and
+    one that names any field is refused (422 naming it) rather than silently ignored."""
+
+
 class ResumeIn(StrictModel):
     """``catchup``: what to do with the occurrences that fell in the pause (default ``none``:
     they are recorded ``skipped_paused`` and nothing runs for them)."""
@@ -181,6 +186,8 @@ class ScheduleOut(BaseModel):
     version: int
     created_at: datetime
     updated_at: datetime
+    key: str | None = None
+    """The declarative key (``PUT /v1/schedules/by-key/{key}``), null for other schedules."""
 
 
 class ScheduleListOut(BaseModel):

@@ -59,6 +59,16 @@ QueueName = Annotated[
 ]
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_CONTROL), CleanText]
 Key = Annotated[str, Field(min_length=1, max_length=255, pattern=NO_CONTROL), CleanText]
+PayloadRef = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=2048,
+        pattern=r"^[\x20-\x7e]+$",
+        description="An opaque reference (≤ 2 KiB of printable ASCII: it travels in an HTTP "
+        "header) handed to the target instead of a payload.",
+    ),
+]
 LabelKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")]
 LabelValue = Annotated[str, Field(max_length=256), CleanText]
 Labels = Annotated[
@@ -195,6 +205,18 @@ class TaskCreate(StrictModel):
     )
     concurrency_key: Key | None = None
     labels: Labels = Field(default_factory=dict)
+    payload_ref: PayloadRef | None = None
+
+    @field_validator("payload_ref")
+    @classmethod
+    def _not_with_payload(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("payload") is not None:
+            raise PydanticCustomError(
+                "payload_and_ref",
+                "give payload or payload_ref, not both (the reference is handed "
+                "on instead of a payload)",
+            )
+        return value
 
     @field_validator("delay_seconds")
     @classmethod
@@ -270,6 +292,7 @@ class TaskOut(BaseModel):
     result: Any
     next_attempt_at: datetime | None
     cancel_requested: bool
+    payload_ref: str | None = None
 
 
 class TaskListOut(BaseModel):

@@ -6,14 +6,14 @@ from typing import Annotated
 
 import typer
 
-from duetime.bench.scenarios import SCENARIOS, BenchConfig, run
+from duetime.cli.common import server_module
 
 bench_app = typer.Typer(help="Measure duetime on this machine (real processes on loopback).")
 
 
 @bench_app.command("run")
 def bench_run(
-    scenario: Annotated[str, typer.Argument(help=f"one of: {', '.join(SCENARIOS)}")],
+    scenario: Annotated[str, typer.Argument(help="a scenario: see `duetime bench list`")],
     store: Annotated[str, typer.Option(help="sqlite or postgres")] = "sqlite",
     tasks: Annotated[int, typer.Option(help="tasks per run (bursts, batches, steady)")] = 20_000,
     repeat: Annotated[int, typer.Option(help="runs; the medians are reported")] = 3,
@@ -28,7 +28,11 @@ def bench_run(
         list[str] | None, typer.Option("--env", help="NAME=VALUE for the duetime node")
     ] = None,
 ) -> None:
-    """Run SCENARIO ``repeat`` times against a fresh store each time."""
+    """Run SCENARIO --repeat times against a fresh store each time."""
+    # The scenarios drive a node with aiohttp and asyncpg: the server extra, imported on use so
+    # that the lean client's `duetime --help` works without it.
+    scenarios = server_module("duetime.bench.scenarios")
+    SCENARIOS, BenchConfig, run = scenarios.SCENARIOS, scenarios.BenchConfig, scenarios.run
     if scenario not in SCENARIOS:
         raise typer.BadParameter(
             f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}"
@@ -41,7 +45,7 @@ def bench_run(
         pg_url=pg_url,
         tasks=tasks,
         repeat=repeat,
-        node_env=pairs,  # type: ignore[arg-type]
+        node_env=pairs,
     )
     run(scenario, config, echo=typer.echo)
 
@@ -49,5 +53,6 @@ def bench_run(
 @bench_app.command("list")
 def bench_list() -> None:
     """List the scenarios."""
+    SCENARIOS = server_module("duetime.bench.scenarios").SCENARIOS
     for name, fn in SCENARIOS.items():
         typer.echo(f"{name}: {(fn.__doc__ or '').strip().splitlines()[0]}")

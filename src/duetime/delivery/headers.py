@@ -10,6 +10,7 @@ from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTA
 __all__ = [
     "HEADER_ATTEMPT",
     "HEADER_IDEMPOTENCY_KEY",
+    "HEADER_PAYLOAD_REF",
     "HEADER_SCHEDULED_FOR",
     "HEADER_TASK_ID",
     "SigningError",
@@ -20,6 +21,7 @@ HEADER_TASK_ID = "duetime-task-id"
 HEADER_ATTEMPT = "duetime-attempt"
 HEADER_SCHEDULED_FOR = "duetime-scheduled-for"
 HEADER_IDEMPOTENCY_KEY = "idempotency-key"
+HEADER_PAYLOAD_REF = "duetime-payload-ref"
 
 
 class SigningError(ValueError):
@@ -38,7 +40,8 @@ def message_headers(delivery: Delivery, body: bytes, timestamp: int) -> dict[str
     ``webhook-id`` (``msg_<task id>``), ``webhook-timestamp``, ``webhook-signature`` (one per
     live secret; absent when the tenant has none), ``duetime-task-id``, ``duetime-attempt``,
     ``idempotency-key`` (the task's key, or its id), for schedule-made tasks
-    ``duetime-scheduled-for``, and the task's W3C ``traceparent`` when it has one. Raises
+    ``duetime-scheduled-for``, ``duetime-payload-ref`` for a task that carries one, and the
+    task's W3C ``traceparent`` when it has one. Raises
     :class:`SigningError` when a secret cannot sign.
     """
     task = delivery.task
@@ -57,6 +60,8 @@ def message_headers(delivery: Delivery, body: bytes, timestamp: int) -> dict[str
             raise SigningError(f"cannot sign: {exc}") from exc
     if task.scheduled_for is not None:
         headers[HEADER_SCHEDULED_FOR] = _rfc3339_utc(task.scheduled_for)
+    if task.payload_ref is not None:  # handed on as-is: duetime never reads what it names
+        headers[HEADER_PAYLOAD_REF] = task.payload_ref
     traceparent = delivery.traceparent or task.traceparent
     if traceparent is not None:  # W3C Trace Context: the receiver joins the task's trace
         headers["traceparent"] = traceparent

@@ -9,6 +9,7 @@ Every request carries::
     duetime-task-id: <task id>
     duetime-attempt: <1-based attempt number>
     duetime-scheduled-for: <RFC 3339 UTC>   (only for schedule-made tasks; absent otherwise)
+    duetime-payload-ref: <the task's payload_ref, as given>   (only when it has one)
     idempotency-key: <the task's idempotency key, or its id>
     traceparent: <W3C trace context>         (when the task has one; see observe/tracing.py)
 

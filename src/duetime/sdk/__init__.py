@@ -16,6 +16,7 @@ from duetime.sdk.errors import (
     ApiValidationError,
     TransportError,
 )
+from duetime.sdk.handles import Retry, TaskHandle
 from duetime.sdk.models import (
     AckResult,
     ApiKeyCreated,
@@ -72,6 +73,7 @@ __all__ = [
     "NonRetryable",
     "Page",
     "QueueInfo",
+    "Retry",
     "RetryPolicy",
     "RetrySpec",
     "Schedule",
@@ -81,6 +83,7 @@ __all__ = [
     "ScheduleTick",
     "SigningSecret",
     "Task",
+    "TaskHandle",
     "TaskSpec",
     "Tenant",
     "TenantCreated",

@@ -46,7 +46,7 @@ from duetime.sdk.errors import (
     TransportError,
     error_from_response,
 )
-from duetime.sdk.http import AiohttpBackend, Backend, Failure, HttpxBackend, Params, Reply
+from duetime.sdk.http import Backend, Failure, HttpxBackend, Params, Reply, network_backend
 from duetime.sdk.leases import LeaseCalls
 from duetime.sdk.models import (
     ApiKeyCreated,
@@ -169,9 +169,10 @@ class _Api:
             headers["authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
         self.retries = max(0, retries)
-        # aiohttp over the network (far less work per call); httpx for a caller's transport.
+        # aiohttp over the network when installed (far less work per call); httpx otherwise
+        # and for a caller's transport.
         self._http: Backend = (
-            AiohttpBackend(self.base_url, headers, timeout)
+            network_backend(self.base_url, headers, timeout)
             if transport is None
             else HttpxBackend(self.base_url, headers, timeout, transport)
         )
@@ -634,6 +635,7 @@ class Client:
     get_queue = _blocking(AsyncClient.get_queue)
     put_queue = _blocking(AsyncClient.put_queue)
     create_schedule = _blocking(AsyncClient.create_schedule)
+    ensure_schedule = _blocking(AsyncClient.ensure_schedule)
     get_schedule = _blocking(AsyncClient.get_schedule)
     list_schedules = _blocking(AsyncClient.list_schedules)
     iter_schedules = _blocking_iter(AsyncClient.iter_schedules)

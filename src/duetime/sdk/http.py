@@ -1,6 +1,7 @@
 """The SDK's HTTP layer: one request in, one :class:`Reply` (or a :class:`Failure`) out.
 
-Over the network the SDK speaks through aiohttp, whose C parser and lean connection pool cost a
+Over the network the SDK speaks through aiohttp when it is installed (``duetime[fast]``;
+:mod:`duetime.sdk.http_aiohttp`), whose C parser and lean connection pool cost a
 fraction of httpx's per-request work (docs/benchmarks.md, "SDK single creates"): that work is
 most of what a one-caller create or a worker's lease call costs on the client. A caller that
 passes an httpx transport (``httpx.MockTransport``, ``httpx.ASGITransport`` in tests) gets the
@@ -9,17 +10,13 @@ httpx path instead, with the same replies and failures.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlencode
 
-import aiohttp
 import httpx
-from yarl import URL
 
-__all__ = ["AiohttpBackend", "Backend", "Failure", "HttpxBackend", "Params", "Reply"]
+__all__ = ["Backend", "Failure", "HttpxBackend", "Params", "Reply", "network_backend"]
 
 Params = list[tuple[str, str | int | float | bool | None]]
 
@@ -68,8 +65,8 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _query_value(value: str | int | float | bool | None) -> str:
-    # As httpx writes them, so both paths send the same query strings.
+def query_value(value: str | int | float | bool | None) -> str:
+    """A query value as httpx writes it, so both transports send the same query strings."""
     if value is True:
         return "true"
     if value is False:
@@ -77,92 +74,16 @@ def _query_value(value: str | int | float | bool | None) -> str:
     return "" if value is None else str(value)
 
 
-class AiohttpBackend:
-    """aiohttp over the network; the session is made on first use, inside the caller's loop."""
-
-    def __init__(self, base_url: str, headers: Mapping[str, str], timeout: float) -> None:
-        self._base = base_url
-        self._headers = dict(headers)
-        self._timeout = timeout
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
-
-    def _open(self) -> aiohttp.ClientSession:
-        session = self._session
-        loop = asyncio.get_running_loop()
-        if session is None or session.closed or self._loop is not loop:
-            # A session belongs to the loop it was made in: a client used from a new loop (two
-            # asyncio.run calls) gets a new one; the old loop's connections go with that loop.
-            self._loop = loop
-            connector = aiohttp.TCPConnector(limit=100, ttl_dns_cache=300)
-            session = aiohttp.ClientSession(
-                connector=connector, headers=self._headers, auto_decompress=True
-            )
-            self._session = session
-        return session
-
-    def _timeout_for(self, extra_read_seconds: float) -> aiohttp.ClientTimeout:
-        found = self._timeouts.get(extra_read_seconds)
-        if found is None:
-            t = self._timeout
-            found = aiohttp.ClientTimeout(
-                total=None, connect=t, sock_connect=t, sock_read=t + extra_read_seconds
-            )
-            if len(self._timeouts) < 64:
-                self._timeouts[extra_read_seconds] = found
-        return found
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        content: bytes | None,
-        params: Params | None,
-        headers: Mapping[str, str],
-        extra_read_seconds: float,
-    ) -> Reply:
-        url = self._base + path
-        if params:
-            query = urlencode([(k, _query_value(v)) for k, v in params])
-            url = f"{url}?{query}"
-        session = self._open()
-        try:
-            async with session.request(
-                method,
-                URL(url, encoded=True),  # path segments are quoted by the caller already
-                data=content,
-                headers=headers,
-                timeout=self._timeout_for(extra_read_seconds),
-                allow_redirects=False,
-            ) as response:
-                body = await response.read()
-                return Reply(response.status, response.reason or "", response.headers, body)
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise Failure(f"timed out connecting ({exc})", never_sent=True, timed_out=True) from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise Failure(str(exc), never_sent=True, timed_out=False) from exc
-        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise Failure(f"timed out ({exc})", never_sent=False, timed_out=True) from exc
-        except aiohttp.ClientError as exc:
-            text = str(exc) or type(exc).__name__
-            raise Failure(text, never_sent=False, timed_out=False) from exc
-
-    async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None and not session.closed and self._loop is asyncio.get_running_loop():
-            await session.close()
-
-
 class HttpxBackend:
-    """httpx, for a caller's own transport (tests: ``MockTransport``, ``ASGITransport``)."""
+    """httpx: for a caller's own transport (tests: ``MockTransport``, ``ASGITransport``), and
+    over the network when aiohttp is not installed."""
 
     def __init__(
         self,
         base_url: str,
         headers: Mapping[str, str],
         timeout: float,
-        transport: httpx.AsyncBaseTransport,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._http = httpx.AsyncClient(
             base_url=base_url, headers=dict(headers), timeout=timeout, transport=transport
@@ -197,3 +118,12 @@ class HttpxBackend:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def network_backend(base_url: str, headers: Mapping[str, str], timeout: float) -> Backend:
+    """aiohttp when it is installed (``duetime[fast]``, or with the server), else httpx."""
+    try:
+        from duetime.sdk.http_aiohttp import AiohttpBackend
+    except ImportError:  # the lean client install
+        return HttpxBackend(base_url, headers, timeout)
+    return AiohttpBackend(base_url, headers, timeout)

@@ -102,6 +102,7 @@ class TaskSpec(_Request):
     depends_on: list[str] | None = None
     concurrency_key: str | None = None
     labels: dict[str, str] | None = None
+    payload_ref: str | None = None
 
     @classmethod
     def _nullable_fields(cls) -> frozenset[str]:
@@ -126,6 +127,7 @@ class TaskSpecFields(TypedDict, total=False):
     depends_on: list[str] | None
     concurrency_key: str | None
     labels: Mapping[str, str] | None
+    payload_ref: str | None
 
 
 def http_target(
@@ -186,6 +188,8 @@ class Task(_Response):
     result: Any = None
     next_attempt_at: datetime | None = None
     cancel_requested: bool = False
+    payload_ref: str | None = None
+    """An opaque reference the task carries instead of a payload, as given at create."""
     created: bool | None = None
     """From ``create_task`` only: True when the call created the task, False when its
     ``idempotency_key`` found an existing one; None on every other call."""
@@ -309,10 +313,12 @@ class Lease(_Response):
 
 
 class LeaseExtension(_Response):
-    """A heartbeat's answer: the lease now lasts until ``lease_expires_at``."""
+    """A heartbeat's answer: the lease now lasts until ``lease_expires_at``.
+    ``cancel_requested``: the task was cancelled while running; stop and fail the lease."""
 
     lease_id: str
     lease_expires_at: datetime
+    cancel_requested: bool = False
 
 
 class AckResult(_Response):
@@ -392,6 +398,11 @@ class Schedule(_Response):
     version: int = 1
     created_at: datetime
     updated_at: datetime
+    key: str | None = None
+    """The declarative key (:meth:`~duetime.AsyncClient.ensure_schedule`), or None."""
+    created: bool | None = None
+    """From ``ensure_schedule`` only: True when the call created the schedule, False when one
+    with the key existed (and was changed to match, or already matched); None elsewhere."""
 
 
 class ScheduleDeleted(_Response):

@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import orjson
+
 from duetime import errors
 from duetime.sdk.models import (
     BackfillResult,
@@ -119,6 +121,46 @@ class ScheduleCalls(_Api):
             }
         )  # fmt: skip
         return Schedule.model_validate(await self._request("POST", "/v1/schedules", body=body))
+
+    async def ensure_schedule(
+        self,
+        key: str,
+        *,
+        task: Mapping[str, Any],
+        cron: str | None = None,
+        every: str | None = None,
+        rrule: str | None = None,
+        timezone: str | None = None,
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        jitter_seconds: int | None = None,
+        overlap: str | None = None,
+        catchup: str | None = None,
+        catchup_window_seconds: int | None = None,
+        catchup_max_runs: int | None = None,
+        dst: Mapping[str, str] | None = None,
+    ) -> Schedule:
+        """Declare the schedule named ``key`` (unique in the tenant): create it, or change it to
+        match these settings, or leave it as it is when it matches (no revision). Safe to call
+        at every start of every process: N processes declaring one key make exactly one
+        schedule. The arguments are :meth:`create_schedule`'s, and the declaration is the whole
+        schedule (what it leaves out takes the server's defaults); a pause is kept. The result's
+        ``created`` says whether this call made it."""
+        body = _settings(
+            {
+                "cron": cron, "every": every, "rrule": rrule, "timezone": timezone,
+                "start_at": start_at, "end_at": end_at, "jitter_seconds": jitter_seconds,
+                "overlap": overlap, "catchup": catchup,
+                "catchup_window_seconds": catchup_window_seconds,
+                "catchup_max_runs": catchup_max_runs,
+                "dst": None if dst is None else dict(dst), "task": task,
+            }
+        )  # fmt: skip
+        # PUT is idempotent: the client may repeat it after a timeout.
+        response = await self._send("PUT", f"/v1/schedules/by-key/{_segment(key)}", body=body)
+        data = orjson.loads(response.content)
+        data["created"] = response.status_code == 201
+        return Schedule.model_validate(data)
 
     async def get_schedule(self, schedule_id: str) -> Schedule:
         """One schedule. Raises ``NotFound``."""

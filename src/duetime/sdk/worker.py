@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from duetime.observe.logs import quiet_http_clients
 from duetime.sdk.acks import AckBatcher, AckOutcome, encode_result
+from duetime.sdk.declared import DeclaredSchedule, declaration, declare_all
 from duetime.sdk.errors import (
     ApiConflict,
     ApiError,
@@ -78,17 +79,29 @@ from duetime.sdk.errors import (
     ApiValidationError,
     TransportError,
 )
+from duetime.sdk.handles import Retry, TaskHandle
 from duetime.sdk.models import Task
 from duetime.sdk.threads import DaemonThreadPool
 
 if TYPE_CHECKING:
     from duetime.sdk.client import AsyncClient
 
-__all__ = ["Handler", "Job", "NonRetryable", "Worker", "WorkerConfig", "WorkerStats"]
+__all__ = [
+    "Handler",
+    "Job",
+    "NonRetryable",
+    "Retry",
+    "TaskHandle",
+    "Worker",
+    "WorkerConfig",
+    "WorkerStats",
+]
 
 log = logging.getLogger("duetime.worker")
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = TypeVar("P")
+R = TypeVar("R")
 Handler = Callable[["Job"], Any]
 """A handler: ``def f(job) -> result`` or ``async def f(job) -> result``."""
 
@@ -241,6 +254,20 @@ class Job:
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, name={self.name!r}, attempt={self.attempt})"
 
+    @property
+    def payload_ref(self) -> str | None:
+        """The opaque reference the task carries instead of a payload (None without one):
+        fetch what it names yourself; duetime never reads it."""
+        return self.task.payload_ref
+
+    def payload_as(self, kind: type[P]) -> P:
+        """The payload validated as ``kind`` (a pydantic model, a dataclass, ``list[int]``...);
+        a payload that does not fit raises ``pydantic.ValidationError`` (a retryable failure,
+        or wrap it in :class:`NonRetryable`)."""
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(kind).validate_python(self.task.payload)
+
 
 @dataclass(slots=True)
 class WorkerStats:
@@ -256,6 +283,7 @@ class WorkerStats:
     heartbeats: int = 0
     lost_leases: int = 0
     server_errors: int = 0
+    cancelled: int = 0  # handlers stopped because their task was cancelled while running
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +329,7 @@ class Worker:
 
     def __init__(
         self,
-        client: AsyncClient | str,
+        client: AsyncClient | str | None = None,
         queues: Sequence[str] = ("default",),
         concurrency: int = 10,
         *,
@@ -310,11 +338,12 @@ class Worker:
         config: WorkerConfig | None = None,
     ) -> None:
         self._handlers: dict[str, _Registered] = {}
+        self._declared: list[DeclaredSchedule] = []
         self._client: AsyncClient | None = None
         self._url: str | None = None
         self._api_key = api_key
-        if isinstance(client, str):
-            self._url = client
+        if client is None or isinstance(client, str):
+            self._url = client  # None: $DUETIME_URL, else the default local server
         else:
             self._client = client
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -346,6 +375,52 @@ class Worker:
 
         return register
 
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        queue: str | None = None,
+        retry: Mapping[str, Any] | None = None,
+        timeout_seconds: float | None = None,
+        priority: int | None = None,
+        labels: Mapping[str, str] | None = None,
+        concurrency_key: str | None = None,
+    ) -> Callable[[Callable[..., R]], TaskHandle[R]]:
+        """Decorator: register ``fn`` as the handler of tasks named ``name`` (default: the
+        function's name) and return a :class:`~duetime.sdk.handles.TaskHandle` whose
+        ``defer``/``defer_async`` create such tasks with these defaults (``queue``: the
+        worker's first; ``retry``, ``timeout_seconds``, ``priority``, ``labels``,
+        ``concurrency_key``: the server's unless given)."""
+
+        def register(fn: Callable[..., R]) -> TaskHandle[R]:
+            task_name: str = name or str(getattr(fn, "__name__", ""))
+            self.add_handler(task_name, fn)
+            defaults = {
+                "queue": queue,
+                "retry": None if retry is None else dict(retry),
+                "timeout_seconds": timeout_seconds,
+                "priority": priority,
+                "labels": None if labels is None else dict(labels),
+                "concurrency_key": concurrency_key,
+            }
+            return TaskHandle(self, fn, task_name, defaults)
+
+        return register
+
+    @property
+    def url(self) -> str | None:
+        """The server URL the worker uses (None: its client's, or ``$DUETIME_URL``)."""
+        return self._client.base_url if self._client is not None else self._url
+
+    @property
+    def api_key(self) -> str | None:
+        """The API key the worker was given (None: its client's, or ``$DUETIME_API_KEY``)."""
+        return self._api_key
+
+    def async_client(self) -> AsyncClient | None:
+        """The :class:`~duetime.AsyncClient` the worker was given, if any."""
+        return self._client
+
     def add_handler(self, name: str, fn: Handler) -> None:
         """Register ``fn`` for tasks named ``name`` (what :meth:`handler` does)."""
         if not name:
@@ -353,6 +428,51 @@ class Worker:
         if name in self._handlers:
             raise ValueError(f"a handler for {name!r} is already registered")
         self._handlers[name] = _Registered(fn, _is_async(fn))
+
+    def schedule(
+        self,
+        cron: str | None = None,
+        *,
+        key: str,
+        name: str | None = None,
+        every: str | None = None,
+        rrule: str | None = None,
+        tz: str | None = None,
+        queue: str | None = None,
+        payload: Any = None,
+        task: dict[str, Any] | None = None,
+        **settings: Any,
+    ) -> None:
+        """Declare a recurring schedule, applied when the worker starts: its occurrences are
+        tasks named ``name`` (default: ``key``) on ``queue`` (default: the worker's first) for
+        a worker. Declared by ``key`` (:meth:`~duetime.AsyncClient.ensure_schedule`), so every
+        start of every copy of the worker leaves exactly one schedule, matching this call.
+        ``task`` adds template fields (``retry``, ``timeout_seconds``, ``labels``...);
+        ``settings`` are the other schedule fields (``overlap``, ``catchup``, ``jitter_seconds``).
+
+        ::
+
+            worker.schedule("0 2 * * *", key="nightly-report", name="send-report",
+                            tz="America/New_York")
+        """
+        if self._loop is not None:
+            raise RuntimeError("schedule() must be called before run()")
+        if any(d.key == key for d in self._declared):
+            raise ValueError(f"schedule {key!r} is declared twice")
+        self._declared.append(
+            declaration(
+                key,
+                name=name or key,
+                queue=queue,
+                cron=cron,
+                every=every,
+                rrule=rrule,
+                tz=tz,
+                payload=payload,
+                task=task,
+                settings=settings,
+            )
+        )
 
     @property
     def handler_names(self) -> list[str]:
@@ -449,6 +569,14 @@ class Worker:
             self.concurrency,
         )
         try:
+            await declare_all(
+                client,
+                self._declared,
+                self._stopping,
+                default_queue=self.queues[0],
+                backoff_seconds=cfg.backoff_seconds,
+                max_backoff_seconds=cfg.max_backoff_seconds,
+            )
             await self._lease_loop(client, until_empty)
         finally:
             self._stopping.set()
@@ -657,6 +785,8 @@ class Worker:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except NonRetryable as exc:
             self._fail(held, _describe(exc, self.config.max_error_chars), retryable=False)
+        except Retry as exc:  # the handler asks for its next attempt at a time of its choosing
+            self._fail(held, exc.reason, retryable=True, retry_after_seconds=exc.after)
         except Exception as exc:
             if held.timed_out:  # e.g. the handler turned our cancellation into another error
                 self._timed_out(held)
@@ -713,7 +843,15 @@ class Worker:
         assert self._acks is not None
         self._acks.complete(held.job.lease_id, encoded)
 
-    def _fail(self, held: _Held, error: str, *, retryable: bool, timed_out: bool = False) -> None:
+    def _fail(
+        self,
+        held: _Held,
+        error: str,
+        *,
+        retryable: bool,
+        timed_out: bool = False,
+        retry_after_seconds: float | None = None,
+    ) -> None:
         if held.ended or held.lost:
             return
         held.ended = True
@@ -723,7 +861,7 @@ class Worker:
             held.job.lease_id,
             error,
             retryable=retryable,
-            retry_after_seconds=None,
+            retry_after_seconds=retry_after_seconds,
             timed_out=timed_out,
         )
 
@@ -770,7 +908,7 @@ class Worker:
         interval = self.config.heartbeat_interval
         lease_id = held.job.lease_id
         try:
-            await client.heartbeat(lease_id, self.config.lease_seconds)
+            extension = await client.heartbeat(lease_id, self.config.lease_seconds)
         except (ApiConflict, ApiNotFound) as exc:
             if self._held.get(lease_id) is not held:
                 return  # acked meanwhile: nothing was lost
@@ -788,6 +926,20 @@ class Worker:
         else:
             self.stats.heartbeats += 1
             held.next_beat = loop.time() + interval
+            if extension.cancel_requested:
+                self._cancelled(held)
+
+    def _cancelled(self, held: _Held) -> None:
+        """The task was cancelled while its handler runs: fail the lease for good (the task
+        ends ``cancelled``) and cancel an async handler; a sync one cannot be stopped, so its
+        thread runs on and its result is dropped."""
+        if held.ended or held.lost:
+            return
+        log.info("task %s was cancelled; stopping its handler", held.job.id)
+        self.stats.cancelled += 1
+        self._fail(held, "cancelled while running", retryable=False)
+        if held.is_async and held.runner is not None:
+            held.runner.cancel()
 
     # -- stopping ----------------------------------------------------------------------------
 

@@ -317,10 +317,14 @@ class Store(Protocol):
         ``new.materialized_until`` and whose ``next_run_at`` is ``new.next_run_at`` (or the
         cursor when None: the next materializer round computes the real one), and its first
         revision (action ``create``, ``before`` empty, ``after`` = ``new.revision``, ``actor`` =
-        ``new.actor``), in one transaction."""
+        ``new.actor``), in one transaction. With ``new.key``, ``Conflict`` (and nothing made)
+        when a live schedule of the tenant holds that key already."""
 
     async def schedule_get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
         """The tenant's schedule, or None (also when deleted or another tenant's)."""
+
+    async def schedule_get_by_key(self, tenant_id: str, key: str) -> Schedule | None:
+        """The tenant's live schedule declared with ``key``, or None."""
 
     async def schedule_list(self, query: ScheduleFilter) -> list[Schedule]:
         """Up to ``query.limit`` of the tenant's schedules that are not deleted, newest first

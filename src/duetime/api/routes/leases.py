@@ -90,14 +90,23 @@ async def lease_tasks(name: str, request: Request) -> Response:
 )
 async def heartbeat(lease_id: str, request: Request) -> Response:
     """Extend the lease to ``extend_seconds`` from now; 409 when it is no longer current (stop
-    working on the task: someone else may own it)."""
+    working on the task: someone else may own it). ``cancel_requested: true`` when the task was
+    cancelled meanwhile: stop and fail the lease."""
     call = await tenant_call(request)
     body = await json_body(request, HeartbeatIn, optional=True)
     found = await hub(request).heartbeat(call.tenant_id, lease_id, body.extend_seconds)
     if found is None:
         raise StaleLease(_STALE.format(lease_id))
-    _, expires_at = found
-    return render.json_response({"lease_id": lease_id, "lease_expires_at": expires_at})
+    lease, expires_at = found
+    # A cancel of a running task is told to its worker here (SPEC §3: it ends `cancelled`
+    # with its attempt): the SDK Worker cancels the handler and fails the lease.
+    return render.json_response(
+        {
+            "lease_id": lease_id,
+            "lease_expires_at": expires_at,
+            "cancel_requested": lease.task.cancel_requested,
+        }
+    )
 
 
 def _one(result: AckResult) -> Response:

@@ -47,6 +47,7 @@ from duetime.api.schedule_schemas import (
     ScheduleOut,
     SchedulePatchIn,
     TickListOut,
+    TriggerIn,
     TriggerOut,
     UpcomingOut,
 )
@@ -290,11 +291,14 @@ async def schedule_resume(
     "/{schedule_id}/trigger",
     status_code=201,
     summary="Run one occurrence now",
+    openapi_extra=body_schema(TriggerIn, required=False),
     responses={201: {"model": TriggerOut, "description": "The task"}, **_ONE},
 )
 async def trigger_schedule(schedule_id: str, call: TenantCall, request: Request) -> Response:
     """Make a task from the template now (``scheduled_for`` = now), also while paused; the ledger
-    records it ``triggered``. Overlap is not checked: it is an explicit request."""
+    records it ``triggered``. Overlap is not checked: it is an explicit request. The body is
+    empty or ``{}``: a field in it is refused, not ignored."""
+    await json_body(request, TriggerIn, optional=True)
     made = await schedule_trigger(call, schedule_id, await actor_of(request))
     return render.json_response(render.task(made.task), 201 if made.created else 200)
 

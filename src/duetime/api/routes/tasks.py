@@ -14,8 +14,10 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
+from duetime.api.batch_errors import located
 from duetime.api.convert import encode_cursor, path_id, task_filter
 from duetime.api.deps import Caller, TenantCall, body_schema, json_body, tenant_call
+from duetime.api.idempotency import check_repeats
 from duetime.api.problems import problem_responses
 from duetime.api.schemas import (
     MAX_LIST_LIMIT,
@@ -27,7 +29,7 @@ from duetime.api.schemas import (
     TaskOut,
     TaskPatchIn,
 )
-from duetime.errors import NotFound
+from duetime.errors import NotFound, ValidationError
 from duetime.observe import tracing
 from duetime.types import NewTask, TaskCreated
 
@@ -71,6 +73,7 @@ async def create_task(request: Request) -> Response:
     body = await json_body(request, TaskCreate)
     new = await call.builder.new_tasks(call.store, call.tenant_id, [body], batch=False)
     (created,) = await _create(call, new, request)
+    check_repeats(new, [created], prefix=False)
     return render.json_response(render.task(created.task), 201 if created.created else 200)
 
 
@@ -87,7 +90,10 @@ async def create_tasks(request: Request) -> Response:
     call = await tenant_call(request)
     body = await json_body(request, TaskBatchCreate, batch=True)
     new = await call.builder.new_tasks(call.store, call.tenant_id, body.tasks, batch=True)
-    results = await _create(call, new, request)
+    try:
+        results = await _create(call, new, request)
+    except ValidationError as exc:  # the store names `depends_on`; say which task's
+        raise located(exc, body.tasks) from None
     return render.json_response({"items": [render.task(r.task) for r in results]}, 201)
 
 

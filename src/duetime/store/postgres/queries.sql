@@ -86,7 +86,7 @@ INSERT INTO tasks AS t (
     idempotency_key, priority, retry, timeout_seconds, depends_on, pending_parents,
     has_dependents, concurrency_key, labels, attempts, series_start, schedule_id,
     scheduled_for, run_at, due_at, created_at, updated_at, finished_at, last_error,
-    cancel_requested, traceparent)
+    cancel_requested, traceparent, request_hash, payload_ref)
 SELECT
     i.id, i.tenant_id, i.name, i.queue,
     CASE WHEN i.dep_failed THEN 'failed'
@@ -99,7 +99,7 @@ SELECT
     coalesce(i.run_at, c.now), c.now, c.now,
     CASE WHEN i.dep_failed THEN c.now END,
     CASE WHEN i.dep_failed THEN 'a task it depends on failed or was cancelled' END,
-    false, i.traceparent
+    false, i.traceparent, i.request_hash, i.payload_ref
 FROM unnest($2::task_input[]) AS i
 CROSS JOIN (SELECT coalesce($1::timestamptz, now()) AS now) AS c
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING

@@ -83,6 +83,8 @@ def task_from_row(r: Row) -> Task:
         worker_id=r["worker_id"],
         cancel_requested=r["cancel_requested"],
         traceparent=r["traceparent"],
+        request_hash=r.get("request_hash"),
+        payload_ref=r.get("payload_ref"),
     )
 
 
@@ -118,6 +120,8 @@ def new_task_from_row(new: NewTask, task_id: str, parents: tuple[str, ...], r: R
         finished_at=r["finished_at"],
         last_error=r["last_error"],
         traceparent=new.traceparent,
+        request_hash=new.request_hash,
+        payload_ref=new.payload_ref,
     )
 
 
@@ -209,6 +213,10 @@ def task_input_records(
             t.schedule_id,
             t.scheduled_for,
             t.run_at,
+            # The attributes migrations added, in the order they ran (0008_task_payload_ref,
+            # 0008_task_request_hash, 0009_observe): a composite is filled by position.
+            t.payload_ref,
+            t.request_hash,
             t.traceparent,
         )
         for t, task_id, group, waiting, failed in zip(

@@ -99,6 +99,7 @@ def schedule_from_row(r: asyncpg.Record) -> Schedule:
         created_at=r["created_at"],
         updated_at=r["updated_at"],
         deleted=r["deleted"],
+        key=r.get("key"),
     )
 
 
@@ -153,14 +154,24 @@ class ScheduleOps:
     async def schedule_create(self, new: NewSchedule) -> Schedule:
         pinned = self._pinned()
         schedule_id = new_id()
-        async with self._connection() as conn:
-            row = await conn.fetchrow(
-                SQ["schedule_insert"], pinned, schedule_id, new.tenant_id,
-                *_config_args(new.config), new.anchor_at, new.materialized_until,
-                new.next_run_at, new.actor, rows.to_json(new.revision),
-            )  # fmt: skip
+        try:
+            async with self._transaction() as conn:
+                row = await conn.fetchrow(
+                    SQ["schedule_insert"], pinned, schedule_id, new.tenant_id,
+                    *_config_args(new.config), new.anchor_at, new.materialized_until,
+                    new.next_run_at, new.actor, rows.to_json(new.revision),
+                )  # fmt: skip
+                if new.key is not None:
+                    row = await conn.fetchrow(SQ["schedule_set_key"], schedule_id, new.key)
+        except asyncpg.UniqueViolationError as exc:  # rolled back: nothing is made
+            raise Conflict(f"a schedule with key {new.key!r} exists already") from exc
         assert row is not None
         return schedule_from_row(row)
+
+    async def schedule_get_by_key(self, tenant_id: str, key: str) -> Schedule | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(SQ["schedule_get_by_key"], tenant_id, key)
+        return None if row is None else schedule_from_row(row)
 
     async def schedule_get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
         async with self._connection() as conn:

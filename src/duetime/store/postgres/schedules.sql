@@ -168,3 +168,11 @@ UPDATE tasks SET status = 'cancelled', version = version + 1,
     finished_at = coalesce($1::timestamptz, now()), updated_at = coalesce($1::timestamptz, now())
 WHERE schedule_id = $2 AND status IN ('scheduled', 'ready', 'blocked') AND attempts = 0
 RETURNING id, has_dependents;
+
+-- name: schedule_set_key
+-- A new schedule's declarative key (unique per tenant among live schedules: a racing
+-- declaration fails here with a unique violation and its whole transaction rolls back).
+UPDATE schedules SET key = $2 WHERE id = $1 RETURNING *;
+
+-- name: schedule_get_by_key
+SELECT * FROM schedules WHERE tenant_id = $1 AND key = $2 AND NOT deleted;

@@ -89,13 +89,13 @@ INSERT INTO tasks (
     priority, retry, timeout_seconds, depends_on, pending_parents, has_dependents,
     concurrency_key, labels, attempts, series_start, schedule_id, scheduled_for, run_at, due_at,
     created_at, updated_at, started_at, finished_at, last_error, result, lease_id,
-    lease_expires_at, worker_id, cancel_requested, traceparent
+    lease_expires_at, worker_id, cancel_requested, traceparent, request_hash, payload_ref
 ) VALUES (
     ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
     ?, ?, ?, ?, ?, ?,
     ?, ?, ?, ?, ?, ?, ?, ?,
     ?, ?, ?, ?, ?, ?, ?,
-    ?, ?, ?, ?
+    ?, ?, ?, ?, ?, ?
 );
 
 -- name: task_find_by_idempotency_keys

@@ -119,6 +119,8 @@ def task_from_row(row: Row) -> Task:
         worker_id=row["worker_id"],
         cancel_requested=bool(row["cancel_requested"]),
         traceparent=row["traceparent"],
+        request_hash=row.get("request_hash"),
+        payload_ref=row.get("payload_ref"),
     )
 
 

@@ -102,6 +102,7 @@ def schedule_from_row(row: Row) -> Schedule:
         created_at=from_micros(r["created_at"]),
         updated_at=from_micros(r["updated_at"]),
         deleted=bool(r["deleted"]),
+        key=r.get("key"),
     )
 
 

@@ -88,7 +88,20 @@ def schedule_create(conn: sqlite3.Connection, now: int, new: NewSchedule) -> Sch
     }
     row = conn.execute(Q["schedule_insert"], params).fetchone()
     _revision(conn, now, params["id"], "create", new.actor, {}, new.revision)
+    if new.key is not None:
+        try:
+            key = {"id": params["id"], "key": new.key}
+            row = conn.execute(Q["schedule_set_key"], key).fetchone()
+        except sqlite3.IntegrityError as exc:  # the transaction rolls back: nothing is made
+            raise Conflict(f"a schedule with key {new.key!r} exists already") from exc
     return schedule_from_row(row)
+
+
+def schedule_get_by_key(
+    conn: sqlite3.Connection, now: int, tenant_id: str, key: str
+) -> Schedule | None:
+    row = conn.execute(Q["schedule_get_by_key"], {"tenant_id": tenant_id, "key": key}).fetchone()
+    return None if row is None else schedule_from_row(row)
 
 
 def schedule_get(
@@ -341,6 +354,9 @@ class ScheduleMethods:
 
     async def schedule_create(self, new: NewSchedule) -> Schedule:
         return await self._write(lambda conn, now: schedule_create(conn, now, new))
+
+    async def schedule_get_by_key(self, tenant_id: str, key: str) -> Schedule | None:
+        return await self._read(lambda conn, now: schedule_get_by_key(conn, now, tenant_id, key))
 
     async def schedule_get(self, tenant_id: str, schedule_id: str) -> Schedule | None:
         return await self._read(lambda conn, now: schedule_get(conn, now, tenant_id, schedule_id))

@@ -130,3 +130,11 @@ UPDATE tasks SET status = 'cancelled', version = version + 1, updated_at = :now,
 WHERE schedule_id = :schedule_id AND status IN ('scheduled', 'ready', 'blocked')
   AND attempts = 0
 RETURNING id, has_dependents;
+
+-- name: schedule_set_key
+-- A new schedule's declarative key (unique per tenant among live schedules: a racing
+-- declaration fails here with an integrity error and its whole transaction rolls back).
+UPDATE schedules SET key = :key WHERE id = :id RETURNING *;
+
+-- name: schedule_get_by_key
+SELECT * FROM schedules WHERE tenant_id = :tenant_id AND key = :key AND deleted = 0;

@@ -40,7 +40,7 @@ INSERT_COLUMNS = (
     "has_dependents", "concurrency_key", "labels", "attempts", "series_start", "schedule_id",
     "scheduled_for", "run_at", "due_at", "created_at", "updated_at", "started_at", "finished_at",
     "last_error", "result", "lease_id", "lease_expires_at", "worker_id", "cancel_requested",
-    "traceparent",
+    "traceparent", "request_hash", "payload_ref",
 )  # fmt: skip
 """Column order of the positional ``task_insert`` query."""
 
@@ -174,6 +174,8 @@ def _new_row(new: NewTask, now: int, parents: dict[str, str]) -> dict[str, Any]:
         "worker_id": None,
         "cancel_requested": 0,
         "traceparent": new.traceparent,
+        "request_hash": new.request_hash,
+        "payload_ref": new.payload_ref,
     }
 
 

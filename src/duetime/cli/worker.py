@@ -20,7 +20,9 @@ from typing import Annotated
 
 import typer
 
-from duetime.cli import ApiKeyOption, errors_reported, fail, print_json
+from duetime.cli.common import ApiKeyOption, errors_reported, fail, print_json
+from duetime.config import check_log_level
+from duetime.errors import ConfigError
 from duetime.observe.logs import configure_logging
 from duetime.sdk.worker import Worker
 
@@ -76,8 +78,9 @@ def worker(
     Prints the worker's counts as JSON when it stops.
     """
     try:
-        configure_logging(log_level, os.environ.get("DUETIME_LOG_FORMAT") or "text")
-    except ValueError as exc:
+        level = check_log_level(log_level)
+        configure_logging(level, os.environ.get("DUETIME_LOG_FORMAT") or "text")
+    except (ConfigError, ValueError) as exc:
         raise fail(f"logging: {exc}", 2) from None
     found = load_worker(app)
     # The process is the worker's alone: keep the garbage collector from re-scanning every

@@ -14,21 +14,23 @@ Every command prints JSON (as the ``task`` commands do) and exits 1 on a refused
 
 from __future__ import annotations
 
+import functools
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
-from duetime.cli import (
+from duetime.cli.common import (
     ApiKeyOption,
     UrlOption,
-    _json_arg,
-    _pairs,
-    _when,
     api_client,
     errors_reported,
     fail,
-    print_json,
+    json_arg,
+    pairs,
+    when,
 )
+from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
 
 __all__ = ["schedule_app"]
@@ -36,6 +38,36 @@ __all__ = ["schedule_app"]
 schedule_app = typer.Typer(help="Recurring schedules, through the HTTP API.", no_args_is_help=True)
 
 IdArg = Annotated[str, typer.Argument(metavar="ID")]
+
+
+class Overlap(StrEnum):
+    """``--overlap`` (shown as choices in ``--help``)."""
+
+    ALLOW = "allow"
+    SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+
+
+class Catchup(StrEnum):
+    """``--catchup``."""
+
+    NONE = "none"
+    LATEST = "latest"
+    ALL = "all"
+
+
+class DstNonexistent(StrEnum):
+    """``--dst-nonexistent``."""
+
+    RUN_AFTER_GAP = "run_after_gap"
+    SKIP = "skip"
+
+
+class DstAmbiguous(StrEnum):
+    """``--dst-ambiguous``."""
+
+    FIRST = "first"
+    BOTH = "both"
 
 
 def _template(
@@ -52,7 +84,7 @@ def _template(
     if task is not None:
         if given or payload is not None or any(v is not None for v in fields.values()):
             raise fail("--task gives the whole template; drop the other task flags", 2)
-        template = _json_arg(task, "--task")
+        template = json_arg(task, "--task")
         if not isinstance(template, dict):
             raise fail("--task must be a JSON object", 2)
         return template
@@ -68,9 +100,9 @@ def _template(
     elif worker:
         out["target"] = {"type": "worker"}
     else:
-        out["target"] = _json_arg(str(target), "--target")
+        out["target"] = json_arg(str(target), "--target")
     if payload is not None:
-        out["payload"] = _json_arg(payload, "--payload")
+        out["payload"] = json_arg(payload, "--payload")
     return out
 
 
@@ -86,12 +118,16 @@ def create(
     start_at: Annotated[str | None, typer.Option(help="RFC 3339.")] = None,
     end_at: Annotated[str | None, typer.Option(help="RFC 3339.")] = None,
     jitter: Annotated[int | None, typer.Option(help="Seconds of deterministic jitter.")] = None,
-    overlap: Annotated[str | None, typer.Option(help="allow | skip | buffer_one")] = None,
-    catchup: Annotated[str | None, typer.Option(help="none | latest | all")] = None,
+    overlap: Annotated[Overlap | None, typer.Option(help="While one runs, the next one.")] = None,
+    catchup: Annotated[Catchup | None, typer.Option(help="After downtime.")] = None,
     catchup_window: Annotated[int | None, typer.Option(help="Seconds.")] = None,
     catchup_max_runs: Annotated[int | None, typer.Option()] = None,
-    dst_nonexistent: Annotated[str | None, typer.Option(help="run_after_gap | skip")] = None,
-    dst_ambiguous: Annotated[str | None, typer.Option(help="first | both")] = None,
+    dst_nonexistent: Annotated[
+        DstNonexistent | None, typer.Option(help="A local time a DST jump skips.")
+    ] = None,
+    dst_ambiguous: Annotated[
+        DstAmbiguous | None, typer.Option(help="A local time that occurs twice.")
+    ] = None,
     task: Annotated[str | None, typer.Option(help=_TASK_HELP)] = None,
     target_url: Annotated[str | None, typer.Option(help="Webhook target URL.")] = None,
     worker: Annotated[bool, typer.Option("--worker", help="A pull-worker target.")] = False,
@@ -103,31 +139,40 @@ def create(
     max_attempts: Annotated[int | None, typer.Option()] = None,
     timeout: Annotated[float | None, typer.Option(help="One attempt's limit, seconds.")] = None,
     label: Annotated[list[str] | None, typer.Option(help="KEY=VALUE; repeat.")] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(help="Declare by this key: create, or change to match (safe to repeat)."),
+    ] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
-    """Create a schedule and print it."""
+    """Create a schedule and print it; with --key, declare it (PUT /v1/schedules/by-key/KEY:
+    made once, then changed to match or left as it is)."""
     fields = {
         "name": name,
         "queue": queue,
         "priority": priority,
         "timeout_seconds": timeout,
         "retry": None if max_attempts is None else {"max_attempts": max_attempts},
-        "labels": _pairs(label, "=", "--label") or None,
+        "labels": pairs(label, "=", "--label") or None,
     }
     template = _template(task, target_url, worker, target, fields, payload)
     if template is None:
         raise fail("give the task: --target-url, --worker, --target or --task", 2)
     dst = {k: v for k, v in (("nonexistent", dst_nonexistent), ("ambiguous", dst_ambiguous)) if v}
     with errors_reported(), api_client(url, api_key) as client:
-        made = client.create_schedule(
+        call = client.create_schedule
+        if key is not None:
+            call = functools.partial(client.ensure_schedule, key)
+        made = call(
             task=template,
             cron=cron,
             every=every,
             rrule=rrule,
             timezone=timezone,
-            start_at=_when(start_at, "--start-at"),
-            end_at=_when(end_at, "--end-at"),
+            start_at=when(start_at, "--start-at"),
+            end_at=when(end_at, "--end-at"),
             jitter_seconds=jitter,
             overlap=overlap,
             catchup=catchup,
@@ -135,7 +180,7 @@ def create(
             catchup_max_runs=catchup_max_runs,
             dst=dst or None,
         )
-        print_json(made.to_json())
+        emit(output, made.to_json())
 
 
 @schedule_app.command("update")
@@ -146,11 +191,12 @@ def update(
     rrule: Annotated[str | None, typer.Option()] = None,
     timezone: Annotated[str | None, typer.Option()] = None,
     jitter: Annotated[int | None, typer.Option()] = None,
-    overlap: Annotated[str | None, typer.Option()] = None,
-    catchup: Annotated[str | None, typer.Option()] = None,
+    overlap: Annotated[Overlap | None, typer.Option()] = None,
+    catchup: Annotated[Catchup | None, typer.Option()] = None,
     task: Annotated[str | None, typer.Option(help=_TASK_HELP)] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Change a schedule (only the options given) and print it."""
     changes: dict[str, Any] = {
@@ -163,14 +209,19 @@ def update(
     if not given:
         raise fail("give at least one option to change", 2)
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.update_schedule(schedule_id, **given).to_json())
+        emit(output, client.update_schedule(schedule_id, **given).to_json())
 
 
 @schedule_app.command("get")
-def get(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def get(
+    schedule_id: IdArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Print one schedule."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.get_schedule(schedule_id).to_json())
+        emit(output, client.get_schedule(schedule_id).to_json())
 
 
 @schedule_app.command("list")
@@ -182,20 +233,26 @@ def list_(
     cursor: Annotated[str | None, typer.Option()] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """List schedules, newest first: one page ({"items", "next_cursor"})."""
     with errors_reported(), api_client(url, api_key) as client:
         page = client.list_schedules(
             paused=paused, queue=queue, name=name, limit=limit, cursor=cursor
         )
-        print_json({"items": [s.to_json() for s in page.items], "next_cursor": page.next_cursor})
+        emit(output, {"items": [s.to_json() for s in page.items], "next_cursor": page.next_cursor})
 
 
 @schedule_app.command("delete")
-def delete(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def delete(
+    schedule_id: IdArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Delete a schedule; its pending occurrences are cancelled."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.delete_schedule(schedule_id).to_json())
+        emit(output, client.delete_schedule(schedule_id).to_json())
 
 
 @schedule_app.command("pause")
@@ -204,31 +261,38 @@ def pause(
     note: Annotated[str | None, typer.Option(help="Why (shown on the schedule).")] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Stop making occurrences."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.pause_schedule(schedule_id, note=note).to_json())
+        emit(output, client.pause_schedule(schedule_id, note=note).to_json())
 
 
 @schedule_app.command("resume")
 def resume(
     schedule_id: IdArg,
     catchup: Annotated[
-        str | None, typer.Option(help="Run occurrences missed while paused: latest | all.")
+        Catchup | None, typer.Option(help="Run occurrences missed while paused.")
     ] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Make occurrences again from now on."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.resume_schedule(schedule_id, catchup=catchup).to_json())
+        emit(output, client.resume_schedule(schedule_id, catchup=catchup).to_json())
 
 
 @schedule_app.command("trigger")
-def trigger(schedule_id: IdArg, url: UrlOption = DEFAULT_URL, api_key: ApiKeyOption = None) -> None:
+def trigger(
+    schedule_id: IdArg,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
     """Run one occurrence now and print its task."""
     with errors_reported(), api_client(url, api_key) as client:
-        print_json(client.trigger_schedule(schedule_id).to_json())
+        emit(output, client.trigger_schedule(schedule_id).to_json())
 
 
 @schedule_app.command("upcoming")
@@ -238,11 +302,12 @@ def upcoming(
     count: Annotated[int | None, typer.Option(help="How many (≤ 1000, default 10).")] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print the next fire times in the schedule's zone, with DST notes."""
     with errors_reported(), api_client(url, api_key) as client:
-        items = client.list_upcoming(schedule_id, after=_when(after, "--after"), count=count)
-        print_json({"items": [i.to_json() for i in items]})
+        items = client.list_upcoming(schedule_id, after=when(after, "--after"), count=count)
+        emit(output, {"items": [i.to_json() for i in items]})
 
 
 @schedule_app.command("ticks")
@@ -253,11 +318,12 @@ def ticks(
     cursor: Annotated[str | None, typer.Option()] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print the tick ledger, newest instant first: one page."""
     with errors_reported(), api_client(url, api_key) as client:
         page = client.list_ticks(schedule_id, outcome=outcome or None, limit=limit, cursor=cursor)
-        print_json({"items": [t.to_json() for t in page.items], "next_cursor": page.next_cursor})
+        emit(output, {"items": [t.to_json() for t in page.items], "next_cursor": page.next_cursor})
 
 
 @schedule_app.command("revisions")
@@ -267,11 +333,12 @@ def revisions(
     cursor: Annotated[str | None, typer.Option()] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print every change to the schedule, newest first: one page."""
     with errors_reported(), api_client(url, api_key) as client:
         page = client.list_revisions(schedule_id, limit=limit, cursor=cursor)
-        print_json({"items": [r.to_json() for r in page.items], "next_cursor": page.next_cursor})
+        emit(output, {"items": [r.to_json() for r in page.items], "next_cursor": page.next_cursor})
 
 
 @schedule_app.command("backfill")
@@ -283,12 +350,13 @@ def backfill(
     rate: Annotated[float | None, typer.Option(help="Tasks released per second.")] = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Make the occurrences of a past range, throttled."""
-    begin, finish = _when(start, "--start"), _when(end, "--end")
+    begin, finish = when(start, "--start"), when(end, "--end")
     assert begin is not None and finish is not None
     with errors_reported(), api_client(url, api_key) as client:
         made = client.backfill_schedule(
             schedule_id, start=begin, end=finish, max_runs=max_runs, rate_per_second=rate
         )
-        print_json(made.to_json())
+        emit(output, made.to_json())

@@ -1,0 +1,90 @@
+"""The ``duetime`` command: the root app, ``--version``, and every command group.
+
+Store commands (``serve``, ``migrate``, ``tenant create``) take ``--db``/``--data-dir`` and build
+:class:`~duetime.config.Settings` with :func:`~duetime.config.load_settings`: flags, then
+``DUETIME_*`` variables, then defaults. API commands talk to a running server through the SDK,
+at ``--url`` (``DUETIME_URL``) with ``--api-key`` (``DUETIME_API_KEY``), and print JSON, YAML or a
+table (``-o``). An error is one line on stderr and a distinct exit status (see
+:data:`duetime.cli.common.EXIT_CODES`).
+
+Layout: :mod:`.common` (shared options and helpers), :mod:`.output` (``-o``), one module per
+command group (:mod:`.node`, :mod:`.tasks`, :mod:`.schedule`, :mod:`.queue`, :mod:`.worker`,
+:mod:`.api`, :mod:`.doctor`, :mod:`.dev_receiver`); this module only assembles them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from duetime import __version__
+from duetime.cli import common
+from duetime.cli.api import admin_app, lease_app, workers
+from duetime.cli.common import task_app, tenant_app
+from duetime.cli.dev_receiver import dev_receiver
+from duetime.cli.doctor import doctor
+from duetime.cli.node import node_app
+from duetime.cli.queue import queue_app
+from duetime.cli.schedule import schedule_app
+from duetime.cli.tasks import task_create  # noqa: F401 - registers the task commands
+from duetime.cli.worker import worker
+
+__all__ = ["app", "common", "main"]
+
+app = typer.Typer(
+    name="duetime",
+    help="A durable, distributed task scheduler.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"duetime {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """A durable, distributed task scheduler."""
+
+
+# -- registration: one line per command group ------------------------------------------------
+
+for command in node_app.registered_commands:
+    app.registered_commands.append(command)
+app.add_typer(task_app, name="task")
+app.add_typer(tenant_app, name="tenant")
+app.add_typer(schedule_app, name="schedule")
+app.add_typer(queue_app, name="queue")
+app.add_typer(admin_app, name="admin")
+app.add_typer(lease_app, name="lease")
+app.command("workers")(workers)
+app.command("worker")(worker)
+app.command("doctor")(doctor)
+app.command("dev-receiver")(dev_receiver)
+
+
+def _add_bench() -> None:
+    # The bench group's module imports nothing of the service until a scenario runs.
+    from duetime.bench.cli import bench_app
+
+    app.add_typer(bench_app, name="bench")
+
+
+_add_bench()
+
+
+def main() -> None:
+    """Entry point of the ``duetime`` console script."""
+    app()
