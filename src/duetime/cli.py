@@ -463,6 +463,13 @@ def _add_queue() -> None:
 _add_queue()
 
 
+def _add_bulk() -> None:
+    import duetime.bulk_cli  # noqa: F401  (registers task replay / cancel-matching)
+
+
+_add_bulk()
+
+
 def main() -> None:
     """Entry point of the ``duetime`` console script."""
     app()

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from duetime import __version__
 from duetime.api import problems
+from duetime.api.bulk import BulkIn
 from duetime.api.convert import TaskBuilder
 from duetime.api.deps import Authenticator, Services
 from duetime.api.queue_schemas import (
@@ -30,7 +31,7 @@ from duetime.api.queue_schemas import (
     LeaseIn,
     QueuePutIn,
 )
-from duetime.api.routes import admin, leases, ops, queues, schedules, tasks, tenant
+from duetime.api.routes import admin, bulk, leases, ops, queues, schedules, tasks, tenant
 from duetime.api.schedule_schemas import (
     BackfillIn,
     PauseIn,
@@ -52,6 +53,7 @@ from duetime.ui import router as ui_router
 
 ROUTERS: Sequence[APIRouter] = (
     tasks.router,
+    bulk.router,
     schedules.router,
     queues.router,
     leases.router,
@@ -67,6 +69,7 @@ BATCH_BODY_LIMIT_BYTES = 64 * 1024 * 1024
 
 DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     ProblemOut,
+    BulkIn,
     TaskCreate,
     TaskBatchCreate,
     TaskPatchIn,

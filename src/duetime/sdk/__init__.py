@@ -4,6 +4,7 @@ Client, AsyncClient``."""
 
 from __future__ import annotations
 
+from duetime.sdk.bulk import BulkResult
 from duetime.sdk.client import DEFAULT_URL, AsyncClient, Client
 from duetime.sdk.errors import (
     ApiConflict,
@@ -61,6 +62,7 @@ __all__ = [
     "Attempt",
     "BackfillItem",
     "BackfillResult",
+    "BulkResult",
     "Client",
     "Job",
     "Lease",

@@ -40,6 +40,7 @@ import orjson
 import pydantic
 
 from duetime import __version__, errors
+from duetime.sdk.bulk import BulkCalls
 from duetime.sdk.errors import ApiUnavailable, TransportError, error_from_response
 from duetime.sdk.leases import LeaseCalls
 from duetime.sdk.models import (
@@ -436,7 +437,7 @@ class _TenantCalls(_Api):
         return True
 
 
-class AsyncClient(_TaskCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls):
+class AsyncClient(_TaskCalls, BulkCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls):
     """Async client for the duetime HTTP API.
 
     ``AsyncClient(base_url=None, api_key=None, *, timeout=10.0, retries=3, transport=None)``:
@@ -590,6 +591,8 @@ class Client:
     cancel_task = _blocking(AsyncClient.cancel_task)
     retry_task = _blocking(AsyncClient.retry_task)
     list_attempts = _blocking(AsyncClient.list_attempts)
+    replay_tasks = _blocking(AsyncClient.replay_tasks)
+    cancel_tasks = _blocking(AsyncClient.cancel_tasks)
     get_tenant = _blocking(AsyncClient.get_tenant)
     rotate_signing_secret = _blocking(AsyncClient.rotate_signing_secret)
     create_tenant = _blocking(AsyncClient.create_tenant)
