@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from duetime.history.events import HistoryEvent, HistoryFilter
+from duetime.history.retention import RetentionPolicy
 from duetime.types import (
     ApiKey,
     Attempt,
@@ -362,3 +364,34 @@ class Store(Protocol):
     ) -> list[ScheduleRevision]:
         """The schedule's revisions, newest first (id descending), with ids below ``cursor``.
         ``NotFound`` (missing, deleted, another tenant's)."""
+
+    # -- history, retention and audit (SPEC §8; docs/history.md) -------------------------------
+    # Audit records are written by the store in the transaction of every change of a task's
+    # status (and of run_at, priority, labels, payload, cancel_requested), every attempt and
+    # every schedule revision, attributed to :data:`duetime.history.actor.current_actor` when
+    # set, else the lease holder (``worker:<id>``), the schedule, ``api`` (creates) or ``node``.
+
+    async def queue_retention_put(
+        self, tenant_id: str, queue: str, policy: RetentionPolicy | None
+    ) -> None:
+        """Set how long the queue keeps finished tasks, per final status (a status left None
+        uses the defaults given to :meth:`task_retention_sweep`); None clears it."""
+
+    async def queue_retention_get(self, tenant_id: str, queue: str) -> RetentionPolicy:
+        """The queue's own retention (an empty policy when it never set one)."""
+
+    async def task_retention_sweep(self, defaults: RetentionPolicy, limit: int) -> int:
+        """Delete up to ``limit`` finished tasks whose ``finished_at`` is older than their
+        queue's period for their status (else ``defaults``, which sets every status) by the
+        store's now, oldest first, with their attempts; a task that is some schedule's last
+        occurrence stays. Their history records stay. Returns how many were deleted."""
+
+    async def history_query(self, query: HistoryFilter) -> list[HistoryEvent]:
+        """Up to ``query.limit`` of the tenant's hot history records matching every filter,
+        newest first by ``(at, id)``, after ``query.cursor``. ``ValidationError`` for a filter
+        :func:`duetime.history.events.check_history_filter` refuses."""
+
+    async def history_attempts(self, tenant_id: str, task_id: str) -> list[Attempt]:
+        """The task's attempts as its hot history records them, by number — also after the task
+        left the hot store. ``NotFound`` when the tenant has no record of the task."""
+

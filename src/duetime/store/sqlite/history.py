@@ -1,0 +1,167 @@
+"""History, retention and audit on SQLite (SPEC §8): the ``history_*``, ``queue_retention_*``
+and ``task_retention_sweep`` methods of :class:`~duetime.store.sqlite.backend.SqliteStore`.
+
+The audit records are written by triggers (``migrations/0007_history.sql``) inside the
+transaction of each change; the actor comes from the ``duetime_actor()`` SQL function the store
+registers. SQLite has no partitions: the history table is one table, retired by the same API. The
+rules (periods, cursors, filter checks) are in :mod:`duetime.history`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from importlib import resources
+from typing import Any, TypeVar
+
+import orjson
+
+from duetime.errors import NotFound
+from duetime.history.events import HistoryEvent, HistoryFilter, check_history_filter
+from duetime.history.retention import RetentionPolicy
+from duetime.store.sqlite.queries import parse_queries
+from duetime.store.sqlite.rows import Row, attempt_from_row, dumps, from_micros, to_micros
+from duetime.types import Attempt
+
+HQ: dict[str, str] = parse_queries(
+    resources.files(__package__).joinpath("history.sql").read_text(encoding="utf-8")
+)
+"""The named queries of ``history.sql``."""
+
+T = TypeVar("T")
+
+
+def event_from_row(r: Row) -> HistoryEvent:
+    """A ``history`` row as a :class:`HistoryEvent`."""
+    return HistoryEvent(
+        at=from_micros(r["at"]),
+        id=r["id"],
+        kind=r["kind"],
+        task_id=r["task_id"],
+        schedule_id=r["schedule_id"],
+        name=r["name"],
+        queue=r["queue"],
+        labels=orjson.loads(r["labels"]) if r["labels"] else {},
+        from_status=r["from_status"],
+        to_status=r["to_status"],
+        actor=r["actor"],
+        fields=_fields(r["fields"]),
+        attempt=r["attempt"],
+        outcome=r["outcome"],
+        error=r["error"],
+        http_status=r["http_status"],
+        duration_ms=r["duration_ms"],
+        worker=r["worker"],
+    )
+
+
+def _fields(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    found: dict[str, Any] = orjson.loads(text)
+    # Times are microseconds here; the PostgreSQL twin records RFC 3339 text. Answer alike.
+    if "run_at" in found:
+        found["run_at"] = [
+            None if v is None else from_micros(v).isoformat().replace("+00:00", "Z")
+            for v in found["run_at"]
+        ]
+    return found
+
+
+def _sweep(conn: sqlite3.Connection, now: int, defaults: RetentionPolicy, limit: int) -> int:
+    doomed = [
+        r["id"]
+        for r in conn.execute(
+            HQ["task_retention_doomed"],
+            {
+                "now": now,
+                "succeeded": defaults.succeeded,
+                "failed": defaults.failed,
+                "cancelled": defaults.cancelled,
+                "limit": limit,
+            },
+        )
+    ]
+    if doomed:
+        conn.execute(HQ["task_retention_delete"], {"ids": dumps(doomed)})
+    return len(doomed)
+
+
+def _query(conn: sqlite3.Connection, query: HistoryFilter) -> list[HistoryEvent]:
+    cursor_at, cursor_id = query.cursor if query.cursor else (None, None)
+    params = {
+        "tenant_id": query.tenant_id,
+        "task_id": query.task_id,
+        "schedule_id": query.schedule_id,
+        "name": query.name,
+        "queue": query.queue,
+        "kinds": dumps(list(query.kinds)) if query.kinds else None,
+        "outcomes": dumps(list(query.outcomes)) if query.outcomes else None,
+        "labels": dumps(dict(query.labels)) if query.labels else None,
+        "since": None if query.since is None else to_micros(query.since),
+        "until": None if query.until is None else to_micros(query.until),
+        "cursor_at": None if cursor_at is None else to_micros(cursor_at),
+        "cursor_id": cursor_id,
+        "limit": query.limit,
+    }
+    return [event_from_row(r) for r in conn.execute(HQ["history_query"], params)]
+
+
+def _attempts(conn: sqlite3.Connection, tenant_id: str, task_id: str) -> list[Attempt]:
+    where = {"task_id": task_id, "tenant_id": tenant_id}
+    found = [attempt_from_row(r) for r in conn.execute(HQ["history_attempts"], where)]
+    if not found and not conn.execute(HQ["history_task_known"], where).fetchone()[0]:
+        raise NotFound(f"no task {task_id}")
+    return found
+
+
+class HistoryOps:
+    """History methods of the SQLite store (a mixin: the store provides ``_read``/``_write``)."""
+
+    async def _read(self, body: Callable[[sqlite3.Connection, int], T]) -> T:
+        raise NotImplementedError
+
+    async def _write(
+        self, body: Callable[[sqlite3.Connection, int], T], *, integrity_retries: int = 0
+    ) -> T:
+        raise NotImplementedError
+
+    async def queue_retention_put(
+        self, tenant_id: str, queue: str, policy: RetentionPolicy | None
+    ) -> None:
+        """Set the queue's retention (None or an empty policy: back to the defaults)."""
+        where: dict[str, Any] = {"tenant_id": tenant_id, "queue": queue}
+        if policy is None or policy == RetentionPolicy():
+            await self._write(lambda conn, now: conn.execute(HQ["queue_retention_delete"], where))
+            return
+        values = {
+            **where,
+            "succeeded": policy.succeeded,
+            "failed": policy.failed,
+            "cancelled": policy.cancelled,
+        }
+        await self._write(lambda conn, now: conn.execute(HQ["queue_retention_put"], values))
+
+    async def queue_retention_get(self, tenant_id: str, queue: str) -> RetentionPolicy:
+        """The queue's own retention (fields it does not set are None)."""
+        where = {"tenant_id": tenant_id, "queue": queue}
+        r = await self._read(
+            lambda conn, now: conn.execute(HQ["queue_retention_get"], where).fetchone()
+        )
+        if r is None:
+            return RetentionPolicy()
+        return RetentionPolicy(r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"])
+
+    async def task_retention_sweep(self, defaults: RetentionPolicy, limit: int) -> int:
+        """Delete up to ``limit`` finished tasks past their retention; returns how many."""
+        return await self._write(lambda conn, now: _sweep(conn, now, defaults, limit))
+
+    async def history_query(self, query: HistoryFilter) -> list[HistoryEvent]:
+        """Up to ``query.limit`` records matching every filter, newest first."""
+        check_history_filter(query)
+        return await self._read(lambda conn, now: _query(conn, query))
+
+    async def history_attempts(self, tenant_id: str, task_id: str) -> list[Attempt]:
+        """The attempts of a task from its history records, by number (also after the task
+        left the hot store). ``NotFound`` when the tenant has no record of it."""
+        return await self._read(lambda conn, now: _attempts(conn, tenant_id, task_id))
