@@ -46,6 +46,14 @@ class Settings:
     poll_interval_seconds: float = 1.0
     lease_grace_seconds: float = 10.0
     log_level: str = "info"
+    # History and retention (SPEC §8, docs/history.md). Periods are ISO 8601 durations.
+    retention_succeeded: str = "P7D"
+    retention_failed: str = "P30D"
+    retention_cancelled: str = "P7D"
+    retention_batch: int = 1000
+    history_interval_seconds: float = 60.0
+    hot_days: int = 30
+    archive_url: str = ""
 
     @property
     def dev_mode(self) -> bool:
@@ -68,6 +76,11 @@ class Settings:
         return 1 if self.is_sqlite else max(1, min(4, os.cpu_count() or 1))
 
     @property
+    def archive_location(self) -> str:
+        """Where the cold tier lives: ``archive_url``, else ``<data_dir>/archive``."""
+        return self.archive_url or str(self.data_dir / "archive")
+
+    @property
     def private_targets_allowed(self) -> bool:
         return self.allow_private_targets or self.dev_mode
 
@@ -80,6 +93,10 @@ class Settings:
             )
         if self.max_payload_bytes <= 0:
             raise ConfigError("max_payload_bytes must be positive")
+        if self.retention_batch <= 0 or self.hot_days <= 0:
+            raise ConfigError("retention_batch and hot_days must be positive")
+        if self.history_interval_seconds <= 0:
+            raise ConfigError("history_interval_seconds must be positive")
         if self.dispatch_processes < 0:
             raise ConfigError("dispatch_processes must be 0 (automatic) or a positive count")
         if self.dispatch_processes > 1 and self.is_sqlite:

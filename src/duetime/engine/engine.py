@@ -4,7 +4,8 @@
 
     Leader ──(is_leader)──▶ Promoter   scheduled/retrying ──▶ ready      (leader only)
                       ├──▶ Reaper     expired leases ──▶ retrying/failed (leader only)
-                      └──▶ Materializer  schedule occurrences ──▶ tasks   (leader only)
+                      ├──▶ Materializer  schedule occurrences ──▶ tasks   (leader only)
+                      └──▶ History    finished tasks past retention ──▶ gone (leader only)
     Dispatcher  ready push tasks ──▶ Deliverers ──▶ Completer ──▶ store (every node)
 """
 
@@ -18,6 +19,7 @@ from duetime.clock import Clock, SystemClock
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.engine.dispatcher import Dispatcher
+from duetime.engine.history import HistoryConfig, HistoryMaintenance
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
 from duetime.engine.promoter import Promoter
@@ -69,12 +71,23 @@ class Engine:
                 limits=PlanLimits(horizon_seconds=90.0),
             ),
         )
+        # Retention (and, with the cold tier, archiving) of history (engine/history.py).
+        self.history = HistoryMaintenance(
+            store, self.leader, self.clock, HistoryConfig.from_settings(settings)
+        )
         self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def services(self) -> tuple[Service, ...]:
-        return (self.leader, self.promoter, self.reaper, self.materializer, self.dispatcher)
+        return (
+            self.leader,
+            self.promoter,
+            self.reaper,
+            self.materializer,
+            self.history,
+            self.dispatcher,
+        )
 
     async def start(self) -> None:
         await self.dispatcher.start()
