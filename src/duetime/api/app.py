@@ -31,7 +31,17 @@ from duetime.api.queue_schemas import (
     LeaseIn,
     QueuePutIn,
 )
-from duetime.api.routes import admin, bulk, leases, ops, queues, schedules, tasks, tenant
+from duetime.api.routes import (
+    admin,
+    bulk,
+    history,
+    leases,
+    ops,
+    queues,
+    schedules,
+    tasks,
+    tenant,
+)
 from duetime.api.schedule_schemas import (
     BackfillIn,
     PauseIn,
@@ -54,6 +64,7 @@ from duetime.ui import router as ui_router
 ROUTERS: Sequence[APIRouter] = (
     tasks.router,
     bulk.router,
+    history.router,
     schedules.router,
     queues.router,
     leases.router,

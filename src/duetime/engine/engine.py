@@ -19,7 +19,7 @@ from duetime.clock import Clock, SystemClock
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.engine.dispatcher import Dispatcher
-from duetime.engine.history import HistoryConfig, HistoryMaintenance
+from duetime.engine.history import HistoryConfig, HistoryMaintenance, open_archive
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
 from duetime.engine.promoter import Promoter
@@ -73,7 +73,11 @@ class Engine:
         )
         # Retention (and, with the cold tier, archiving) of history (engine/history.py).
         self.history = HistoryMaintenance(
-            store, self.leader, self.clock, HistoryConfig.from_settings(settings)
+            store,
+            self.leader,
+            self.clock,
+            HistoryConfig.from_settings(settings),
+            open_archive(settings.archive_location),
         )
         self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
         self._tasks: list[asyncio.Task[None]] = []

@@ -45,6 +45,8 @@ class HistoryEvent:
     http_status: int | None
     duration_ms: float | None
     worker: str | None
+    started_at: datetime | None = None
+    """For attempts: when the attempt started (``at`` is when it ended)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,10 +60,17 @@ class RetentionPolicy:
         )
 
     def to_json(self) -> dict[str, str]:
-        """``{"succeeded": "PT604800S", ...}`` for the statuses that are set (whole seconds)."""
-        return {
-            s: f"PT{round(v)}S" for s in RETAINED_STATUSES if (v := self.seconds(s)) is not None
-        }
+        """``{"succeeded": "P7D", ...}`` for the statuses that are set."""
+        return {s: iso_duration(v) for s in RETAINED_STATUSES if (v := self.seconds(s)) is not None}
+
+
+def iso_duration(seconds: float) -> str:
+    """The shortest ISO 8601 spelling of whole ``seconds``: ``P7D``, ``PT12H``, ``PT90S``."""
+    whole = round(seconds)
+    for unit, size in (("D", 86400), ("H", 3600), ("M", 60)):
+        if whole % size == 0:
+            return f"P{whole // size}D" if unit == "D" else f"PT{whole // size}{unit}"
+    return f"PT{whole}S"
 
 
 def parse_retention(raw: Mapping[str, str], field: str = "retention") -> RetentionPolicy:

@@ -16,8 +16,8 @@ resource or one of another tenant; ``Conflict`` for a state that forbids the cha
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import date, datetime
 from typing import Any, Protocol
 
 from duetime.history.events import HistoryEvent, HistoryFilter
@@ -380,6 +380,9 @@ class Store(Protocol):
     async def queue_retention_get(self, tenant_id: str, queue: str) -> RetentionPolicy:
         """The queue's own retention (an empty policy when it never set one)."""
 
+    async def queue_retention_list(self, tenant_id: str) -> dict[str, RetentionPolicy]:
+        """Every queue of the tenant that has its own retention, by name."""
+
     async def task_retention_sweep(self, defaults: RetentionPolicy, limit: int) -> int:
         """Delete up to ``limit`` finished tasks whose ``finished_at`` is older than their
         queue's period for their status (else ``defaults``, which sets every status) by the
@@ -395,3 +398,23 @@ class Store(Protocol):
         """The task's attempts as its hot history records them, by number — also after the task
         left the hot store. ``NotFound`` when the tenant has no record of the task."""
 
+    async def history_partitions_ensure(self, months: Sequence[date]) -> int:
+        """Make the time partitions of ``months`` (first days, UTC) and of any month whose
+        records wait in a catch-all partition, moving them in; returns how many were made.
+        Idempotent. (SQLite has no partitions: 0.)"""
+
+    async def history_months(self) -> list[date]:
+        """The months (first days, UTC) that have a partition or hold hot records, oldest
+        first."""
+
+    async def history_month_counts(self, month: date) -> dict[str, int]:
+        """Hot records of ``month`` per tenant id (tenants with none are absent)."""
+
+    def history_month_rows(self, month: date, batch: int) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every hot record of ``month`` as column → value (the columns of
+        :data:`duetime.history.archive.SCHEMA`; JSON columns as text), ordered by tenant id,
+        time and id, in lists of up to ``batch``."""
+
+    async def history_month_drop(self, month: date) -> bool:
+        """Remove ``month`` from the hot tier (PostgreSQL: detach and drop its partition, never a
+        mass DELETE; SQLite: delete in bounded batches). False when there was nothing."""

@@ -11,6 +11,7 @@ from duetime.api.bulk import Action, BulkIn, BulkOut, bulk_change, bulk_filter
 from duetime.api.deps import TenantCall, body_schema, json_body
 from duetime.api.problems import problem_responses
 from duetime.clock import Clock, SystemClock
+from duetime.history.actor import acting_as
 
 router = APIRouter(
     prefix="/v1/tasks", tags=["tasks"], responses=problem_responses(400, 401, 413, 422, 503)
@@ -23,15 +24,16 @@ async def _bulk(action: Action, call: TenantCall, request: Request) -> Response:
     body = await json_body(request, BulkIn)
     query = bulk_filter(call.tenant_id, action, body)
     clock: Clock = getattr(request.app.state, "clock", None) or _CLOCK
-    done = await bulk_change(
-        call.store,
-        action,
-        query,
-        max_tasks=body.max_tasks,
-        rate_per_second=body.rate_per_second,
-        monotonic=clock.monotonic,
-        sleep=clock.sleep,
-    )
+    with acting_as(call.actor):  # audit
+        done = await bulk_change(
+            call.store,
+            action,
+            query,
+            max_tasks=body.max_tasks,
+            rate_per_second=body.rate_per_second,
+            monotonic=clock.monotonic,
+            sleep=clock.sleep,
+        )
     return render.json_response({"matched": done.matched, "changed": done.changed})
 
 

@@ -9,9 +9,9 @@ finished tasks past it. The rules (periods, cursors, filter checks) are in :mod:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
+from datetime import date, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ import orjson
 from duetime.errors import NotFound
 from duetime.history.actor import current_actor
 from duetime.history.events import HistoryEvent, HistoryFilter, check_history_filter
+from duetime.history.partitions import month_bounds
 from duetime.history.retention import RetentionPolicy
 from duetime.ids import is_uuid
 from duetime.store.postgres import rows
@@ -59,6 +60,7 @@ def event_from_row(r: asyncpg.Record) -> HistoryEvent:
         http_status=r["http_status"],
         duration_ms=r["duration_ms"],
         worker=r["worker"],
+        started_at=r["started_at"],
     )
 
 
@@ -113,6 +115,17 @@ class HistoryOps:
             return RetentionPolicy()
         return RetentionPolicy(r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"])
 
+    async def queue_retention_list(self, tenant_id: str) -> dict[str, RetentionPolicy]:
+        """Every queue of the tenant with its own retention, by name."""
+        async with self._connection() as conn:
+            found = await conn.fetch(HQ["queue_retention_list"], tenant_id)
+        return {
+            r["queue"]: RetentionPolicy(
+                r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"]
+            )
+            for r in found
+        }
+
     async def task_retention_sweep(self, defaults: RetentionPolicy, limit: int) -> int:
         """Delete up to ``limit`` finished tasks past their retention; returns how many."""
         async with self._transaction() as conn:
@@ -151,3 +164,47 @@ class HistoryOps:
             if not found and not await conn.fetchval(HQ["history_task_known"], task_id, tenant_id):
                 raise NotFound(f"no task {task_id}")
         return [rows.attempt_from_row(r) for r in found]
+
+    # -- partitions and export (the cold tier: duetime.history.archive) ------------------------
+
+    async def history_partitions_ensure(self, months: Sequence[date]) -> int:
+        """Make the monthly partitions of ``months`` and of every month stranded in the default
+        partition (moving its rows in). Returns how many were made."""
+        async with self._connection() as conn:
+            stranded = [r["month"] for r in await conn.fetch(HQ["history_default_months"])]
+            made = 0
+            for month in sorted({*months, *stranded}):
+                async with conn.transaction():
+                    made += bool(await conn.fetchval(HQ["history_partition_ensure"], month))
+        return made
+
+    async def history_months(self) -> list[date]:
+        """The months (first days, UTC) that have a partition or hold hot records."""
+        async with self._connection() as conn:
+            return [r["month"] for r in await conn.fetch(HQ["history_months"])]
+
+    async def history_month_counts(self, month: date) -> dict[str, int]:
+        """Hot records of ``month`` per tenant."""
+        lo, hi = month_bounds(month)
+        async with self._connection() as conn:
+            found = await conn.fetch(HQ["history_month_counts"], lo, hi)
+        return {r["tenant_id"]: r["n"] for r in found}
+
+    async def history_month_rows(
+        self, month: date, batch: int
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every hot record of ``month`` as column → value (JSON columns as text), ordered by
+        tenant, time and id, in lists of up to ``batch`` (one snapshot, a server-side cursor)."""
+        lo, hi = month_bounds(month)
+        async with self._transaction() as conn:
+            cursor = await conn.cursor(HQ["history_month_rows"], lo, hi)
+            while True:
+                found = await cursor.fetch(batch)
+                if not found:
+                    return
+                yield [dict(r) for r in found]
+
+    async def history_month_drop(self, month: date) -> bool:
+        """Detach and drop the month's partition (never a mass DELETE). False when it has none."""
+        async with self._transaction() as conn:
+            return bool(await conn.fetchval(HQ["history_partition_drop"], month))

@@ -15,6 +15,10 @@ SET succeeded_seconds = EXCLUDED.succeeded_seconds,
 -- name: queue_retention_delete
 DELETE FROM queue_retention WHERE tenant_id = $1 AND queue = $2;
 
+-- name: queue_retention_list
+SELECT queue, succeeded_seconds, failed_seconds, cancelled_seconds
+FROM queue_retention WHERE tenant_id = $1;
+
 -- name: queue_retention_get
 SELECT succeeded_seconds, failed_seconds, cancelled_seconds
 FROM queue_retention WHERE tenant_id = $1 AND queue = $2;
@@ -85,3 +89,31 @@ ORDER BY attempt;
 
 -- name: history_task_known
 SELECT EXISTS (SELECT 1 FROM history WHERE task_id = $1 AND tenant_id = $2);
+
+-- name: history_partition_ensure
+SELECT history_partition_ensure($1::date);
+
+-- name: history_partition_drop
+SELECT history_partition_drop($1::date);
+
+-- Months that hold hot records: the monthly partitions, and months stranded in the default one.
+-- name: history_months
+SELECT to_date(substr(c.relname, 10), 'YYYYMM') AS month
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'history'::regclass AND c.relname ~ '^history_p[0-9]{6}$'
+UNION
+SELECT DISTINCT date_trunc('month', at AT TIME ZONE 'UTC')::date FROM history_default
+ORDER BY 1;
+
+-- name: history_default_months
+SELECT DISTINCT date_trunc('month', at AT TIME ZONE 'UTC')::date AS month FROM history_default;
+
+-- name: history_month_counts
+SELECT tenant_id, count(*) AS n FROM history WHERE at >= $1 AND at < $2 GROUP BY tenant_id;
+
+-- name: history_month_rows
+SELECT at, id, tenant_id, kind, task_id::text AS task_id, schedule_id, name, queue,
+       labels::text AS labels, from_status, to_status, actor, fields::text AS fields, attempt,
+       started_at, outcome, error, http_status, duration_ms, worker
+FROM history WHERE at >= $1 AND at < $2
+ORDER BY tenant_id, at, id;

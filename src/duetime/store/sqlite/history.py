@@ -10,7 +10,8 @@ rules (periods, cursors, filter checks) are in :mod:`duetime.history`.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import date
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -18,6 +19,7 @@ import orjson
 
 from duetime.errors import NotFound
 from duetime.history.events import HistoryEvent, HistoryFilter, check_history_filter
+from duetime.history.partitions import month_bounds, month_of, next_month
 from duetime.history.retention import RetentionPolicy
 from duetime.store.sqlite.queries import parse_queries
 from duetime.store.sqlite.rows import Row, attempt_from_row, dumps, from_micros, to_micros
@@ -52,6 +54,7 @@ def event_from_row(r: Row) -> HistoryEvent:
         http_status=r["http_status"],
         duration_ms=r["duration_ms"],
         worker=r["worker"],
+        started_at=None if r["started_at"] is None else from_micros(r["started_at"]),
     )
 
 
@@ -115,6 +118,42 @@ def _attempts(conn: sqlite3.Connection, tenant_id: str, task_id: str) -> list[At
     return found
 
 
+_DELETE_BATCH = 10_000
+
+
+def _months(conn: sqlite3.Connection) -> list[date]:
+    months: list[date] = []
+    after = -(2**62)
+    while True:
+        first = conn.execute(HQ["history_first_at"], {"after": after}).fetchone()[0]
+        if first is None:
+            return months
+        months.append(month_of(from_micros(first)))
+        after = to_micros(month_bounds(next_month(months[-1]))[0])
+
+
+def _bounds(month: date) -> dict[str, int]:
+    lo, hi = month_bounds(month)
+    return {"lo": to_micros(lo), "hi": to_micros(hi)}
+
+
+def _page_reader(params: dict[str, Any]) -> Callable[[sqlite3.Connection, int], list[Row]]:
+    def read(conn: sqlite3.Connection, now: int) -> list[Row]:
+        return conn.execute(HQ["history_month_rows"], params).fetchall()
+
+    return read
+
+
+def _row_dict(r: Row) -> dict[str, Any]:
+    row = dict(r)
+    row["at"] = from_micros(row["at"])
+    if row["started_at"] is not None:
+        row["started_at"] = from_micros(row["started_at"])
+    if row["fields"]:
+        row["fields"] = orjson.dumps(_fields(row["fields"])).decode()
+    return row
+
+
 class HistoryOps:
     """History methods of the SQLite store (a mixin: the store provides ``_read``/``_write``)."""
 
@@ -152,6 +191,19 @@ class HistoryOps:
             return RetentionPolicy()
         return RetentionPolicy(r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"])
 
+    async def queue_retention_list(self, tenant_id: str) -> dict[str, RetentionPolicy]:
+        """Every queue of the tenant with its own retention, by name."""
+        where = {"tenant_id": tenant_id}
+        found = await self._read(
+            lambda conn, now: conn.execute(HQ["queue_retention_list"], where).fetchall()
+        )
+        return {
+            r["queue"]: RetentionPolicy(
+                r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"]
+            )
+            for r in found
+        }
+
     async def task_retention_sweep(self, defaults: RetentionPolicy, limit: int) -> int:
         """Delete up to ``limit`` finished tasks past their retention; returns how many."""
         return await self._write(lambda conn, now: _sweep(conn, now, defaults, limit))
@@ -165,3 +217,49 @@ class HistoryOps:
         """The attempts of a task from its history records, by number (also after the task
         left the hot store). ``NotFound`` when the tenant has no record of it."""
         return await self._read(lambda conn, now: _attempts(conn, tenant_id, task_id))
+
+    # -- months and export (SQLite has no partitions: a month is a time range) -----------------
+
+    async def history_partitions_ensure(self, months: Sequence[date]) -> int:
+        """Nothing to make on SQLite (no partitions); returns 0."""
+        return 0
+
+    async def history_months(self) -> list[date]:
+        """The months (first days, UTC) that hold hot records."""
+        return await self._read(lambda conn, now: _months(conn))
+
+    async def history_month_counts(self, month: date) -> dict[str, int]:
+        """Hot records of ``month`` per tenant."""
+        where = _bounds(month)
+        found = await self._read(
+            lambda conn, now: conn.execute(HQ["history_month_counts"], where).fetchall()
+        )
+        return {r["tenant_id"]: r["n"] for r in found}
+
+    async def history_month_rows(
+        self, month: date, batch: int
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every hot record of ``month`` as column → value (JSON columns as text), ordered by
+        tenant, time and id, in lists of up to ``batch``."""
+        where: dict[str, Any] = {**_bounds(month), "limit": batch}
+        where.update(tenant_id="", at=-(2**62), id=-1)
+        while True:
+            found = await self._read(_page_reader(dict(where)))
+            if not found:
+                return
+            yield [_row_dict(r) for r in found]
+            last = found[-1]
+            where.update(tenant_id=last["tenant_id"], at=last["at"], id=last["id"])
+
+    async def history_month_drop(self, month: date) -> bool:
+        """Delete the month's records, in batches of 10,000 (one write transaction each, so the
+        hot path waits for one batch at most). False when it held none."""
+        where: dict[str, Any] = {**_bounds(month), "limit": _DELETE_BATCH}
+        deleted_any = False
+        while True:
+            gone = await self._write(
+                lambda conn, now: conn.execute(HQ["history_month_delete"], where).rowcount
+            )
+            deleted_any = deleted_any or gone > 0
+            if gone < _DELETE_BATCH:
+                return deleted_any

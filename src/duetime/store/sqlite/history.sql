@@ -12,6 +12,10 @@ SET succeeded_seconds = excluded.succeeded_seconds,
 -- name: queue_retention_delete
 DELETE FROM queue_retention WHERE tenant_id = :tenant_id AND queue = :queue;
 
+-- name: queue_retention_list
+SELECT queue, succeeded_seconds, failed_seconds, cancelled_seconds
+FROM queue_retention WHERE tenant_id = :tenant_id;
+
 -- name: queue_retention_get
 SELECT succeeded_seconds, failed_seconds, cancelled_seconds
 FROM queue_retention WHERE tenant_id = :tenant_id AND queue = :queue;
@@ -69,3 +73,20 @@ ORDER BY attempt;
 
 -- name: history_task_known
 SELECT EXISTS (SELECT 1 FROM history WHERE task_id = :task_id AND tenant_id = :tenant_id);
+
+-- name: history_first_at
+SELECT min(at) FROM history WHERE at >= :after;
+
+-- name: history_month_counts
+SELECT tenant_id, count(*) AS n FROM history WHERE at >= :lo AND at < :hi GROUP BY tenant_id;
+
+-- name: history_month_rows
+SELECT * FROM history
+WHERE at >= :lo AND at < :hi
+  AND (tenant_id > :tenant_id OR (tenant_id = :tenant_id AND (at > :at OR (at = :at AND id > :id))))
+ORDER BY tenant_id, at, id
+LIMIT :limit;
+
+-- name: history_month_delete
+DELETE FROM history WHERE id IN (
+    SELECT id FROM history WHERE at >= :lo AND at < :hi LIMIT :limit);

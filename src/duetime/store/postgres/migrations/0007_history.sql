@@ -45,6 +45,48 @@ CREATE INDEX history_tenant_idx ON history (tenant_id, at DESC, id DESC);
 CREATE INDEX history_name_idx ON history (tenant_id, name, at DESC, id DESC);
 CREATE INDEX history_task_idx ON history (task_id, at DESC, id DESC);
 
+-- Monthly partitions, made ahead by the leader (history_partition_ensure) and retired after
+-- export (history_partition_drop): DETACH and DROP, never a mass DELETE. Rows that reached the
+-- default partition for want of a partition (a leader down for months, or a month made after
+-- the fact) move into the new partition when it is made. Identifiers are built here, with %I.
+CREATE FUNCTION history_partition_ensure(month date) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    part text := 'history_p' || to_char(month, 'YYYYMM');
+    lo timestamptz := (date_trunc('month', month)::timestamp AT TIME ZONE 'UTC');
+    hi timestamptz := ((date_trunc('month', month) + interval '1 month')::timestamp
+                       AT TIME ZONE 'UTC');
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('duetime.history_partitions'));
+    IF to_regclass(part) IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('CREATE TABLE %I (LIKE history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part);
+    -- With the constraint in place, ATTACH need not scan the new table.
+    EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I CHECK (at >= %L AND at < %L)',
+                   part, part || '_range', lo, hi);
+    EXECUTE format('INSERT INTO %I SELECT * FROM history_default WHERE at >= %L AND at < %L',
+                   part, lo, hi);
+    DELETE FROM history_default WHERE at >= lo AND at < hi;
+    EXECUTE format('ALTER TABLE history ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                   part, lo, hi);
+    RETURN true;
+END
+$$;
+
+CREATE FUNCTION history_partition_drop(month date) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    part text := 'history_p' || to_char(month, 'YYYYMM');
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('duetime.history_partitions'));
+    IF to_regclass(part) IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE format('ALTER TABLE history DETACH PARTITION %I', part);
+    EXECUTE format('DROP TABLE %I', part);
+    RETURN true;
+END
+$$;
+
 CREATE FUNCTION duetime_actor() RETURNS text LANGUAGE sql STABLE AS $$
     SELECT nullif(current_setting('duetime.actor', true), '')
 $$;

@@ -28,6 +28,8 @@ CREATE TABLE history (
 CREATE INDEX history_tenant ON history (tenant_id, at DESC, id DESC);
 CREATE INDEX history_name ON history (tenant_id, name, at DESC, id DESC);
 CREATE INDEX history_task ON history (task_id, at DESC, id DESC);
+-- Export: the months that hold records, and a month's records.
+CREATE INDEX history_at ON history (at);
 
 CREATE TRIGGER tasks_history_insert AFTER INSERT ON tasks
 BEGIN
