@@ -470,6 +470,15 @@ def _add_bulk() -> None:
 _add_bulk()
 
 
+def _add_history() -> None:
+    from duetime.history_cli import history
+
+    app.command("history")(history)
+
+
+_add_history()
+
+
 def main() -> None:
     """Entry point of the ``duetime`` console script."""
     app()

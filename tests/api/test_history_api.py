@@ -133,3 +133,22 @@ async def test_queue_retention_and_attempts_after_retirement(
 
     # PUT replaces the settings as a whole: without retention the queue is back on defaults.
     assert (await api.put("/v1/queues/mail", json={})).json()["retention"] == {}
+
+
+async def test_schedule_changes_are_in_the_history(api: httpx.AsyncClient, tenant: object) -> None:
+    made = await api.post(
+        "/v1/schedules",
+        json={"every": "PT1M", "task": {"target": WORKER, "name": "tick", "queue": "cron"}},
+    )
+    assert made.status_code == 201, made.text
+    sid = made.json()["id"]
+    paused = await api.post(f"/v1/schedules/{sid}/pause", json={"note": "deploy"})
+    assert paused.status_code == 200
+    assert (await api.patch(f"/v1/schedules/{sid}", json={"every": "PT5M"})).status_code == 200
+    found = (await api.get("/v1/history", params={"schedule_id": sid, "kind": "schedule"})).json()
+    actions = [(e["to_status"], e["name"], e["queue"]) for e in reversed(found["items"])]
+    assert [a[0] for a in actions] == ["create", "pause", "update"]
+    assert actions[0][1:] == ("tick", "cron")
+    update = found["items"][0]
+    assert update["fields"]["every"] == ["PT1M", "PT5M"]
+    assert update["actor"] and update["actor"] != "api"

@@ -16,6 +16,7 @@ from duetime.sdk.errors import (
     ApiValidationError,
     TransportError,
 )
+from duetime.sdk.history import HistoryEvent
 from duetime.sdk.models import (
     AckResult,
     ApiKeyCreated,
@@ -64,6 +65,7 @@ __all__ = [
     "BackfillResult",
     "BulkResult",
     "Client",
+    "HistoryEvent",
     "Job",
     "Lease",
     "LeaseCompletion",

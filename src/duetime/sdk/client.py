@@ -42,6 +42,7 @@ import pydantic
 from duetime import __version__, errors
 from duetime.sdk.bulk import BulkCalls
 from duetime.sdk.errors import ApiUnavailable, TransportError, error_from_response
+from duetime.sdk.history import HistoryCalls
 from duetime.sdk.leases import LeaseCalls
 from duetime.sdk.models import (
     ApiKeyCreated,
@@ -437,7 +438,9 @@ class _TenantCalls(_Api):
         return True
 
 
-class AsyncClient(_TaskCalls, BulkCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls):
+class AsyncClient(
+    _TaskCalls, BulkCalls, HistoryCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls
+):
     """Async client for the duetime HTTP API.
 
     ``AsyncClient(base_url=None, api_key=None, *, timeout=10.0, retries=3, transport=None)``:
@@ -593,6 +596,8 @@ class Client:
     list_attempts = _blocking(AsyncClient.list_attempts)
     replay_tasks = _blocking(AsyncClient.replay_tasks)
     cancel_tasks = _blocking(AsyncClient.cancel_tasks)
+    list_history = _blocking(AsyncClient.list_history)
+    iter_history = _blocking_iter(AsyncClient.iter_history)
     get_tenant = _blocking(AsyncClient.get_tenant)
     rotate_signing_secret = _blocking(AsyncClient.rotate_signing_secret)
     create_tenant = _blocking(AsyncClient.create_tenant)

@@ -1,5 +1,5 @@
-"""Bulk replay/cancel through the SDK (async and sync) and the CLI, against the real API on
-SQLite."""
+"""Bulk replay/cancel and history through the SDK (async and sync) and the CLI, against the
+real API on SQLite."""
 
 from __future__ import annotations
 
@@ -83,3 +83,34 @@ def test_cli_replay_and_cancel_matching(cli_client: None, transport: httpx.ASGIT
     assert orjson.loads(replayed.stdout) == {"matched": 1, "changed": 1}
     bad = runner.invoke(cli.app, ["task", "replay", "--status", "running"])
     assert bad.exit_code == 1 and "status" in bad.output
+
+
+async def test_sdk_history_pages(transport: httpx.ASGITransport) -> None:
+    async with AsyncClient(BASE, transport=transport) as client:
+        task = await client.create_task(target=worker_target(), queue="h", name="n")
+        await _fail_all(client, "h")
+        page = await client.list_history(task_id=task.id, limit=2)
+        assert len(page.items) == 2 and page.next_cursor
+        every = [e async for e in client.iter_history(task_id=task.id, page_size=2)]
+        assert [e.kind for e in every].count("attempt") == 1
+        assert every[-1].to_status == "ready" and every[-1].from_status is None
+        failed = await client.list_history(kind="attempt", outcome=["failed"], name="n")
+        assert [e.error for e in failed.items] == ["down"]
+
+
+def test_cli_history(cli_client: None, transport: httpx.ASGITransport) -> None:
+    with Client(BASE, transport=transport) as client:
+        task = client.create_task(target=worker_target(), queue="q")
+        client.cancel_task(task.id)
+    runner = CliRunner()
+    out = runner.invoke(cli.app, ["history", "--task-id", task.id])
+    assert out.exit_code == 0, out.output
+    items = orjson.loads(out.stdout)["items"]
+    assert [(e["from_status"], e["to_status"], e["actor"]) for e in items] == [
+        ("ready", "cancelled", "dev"),
+        (None, "ready", "api"),
+    ]
+    lines = runner.invoke(cli.app, ["history", "--all", "--kind", "task", "--limit", "1"])
+    assert lines.exit_code == 0 and len(lines.stdout.strip().splitlines()) == 2
+    bad = runner.invoke(cli.app, ["history", "--kind", "nope"])
+    assert bad.exit_code == 1 and "kind" in bad.output
