@@ -140,8 +140,10 @@ class HistoryMaintenance(Service):
                     f"history {month_label(month)}: store {hot}, written {written}, "
                     f"archived {on_disk}; the month stays in the store"
                 )
-            await archive.month_seal(month, hot)
-            sealed = hot
+            # Tenants sealed before keep their files and counts (a month is exported once in
+            # practice; this keeps a second export from forgetting anyone).
+            sealed = {**(sealed or {}), **hot}
+            await archive.month_seal(month, sealed)
         else:
             assert sealed is not None
             on_disk = await archive.month_counts(month, list(sealed))

@@ -118,6 +118,10 @@ BEGIN
                          WHEN o.status = 'running' AND o.worker_id IS NOT NULL
                               THEN 'worker:' || o.worker_id
                          ELSE 'node' END),
+           -- Most updates only move the status: skip building the diff for them.
+           CASE WHEN who IS NULL AND n.run_at = o.run_at AND n.priority = o.priority
+                     AND n.labels = o.labels AND n.cancel_requested = o.cancel_requested
+                THEN NULL ELSE
            nullif(jsonb_strip_nulls(jsonb_build_object(
                'run_at', CASE WHEN n.run_at <> o.run_at
                               THEN jsonb_build_array(o.run_at, n.run_at) END,
@@ -130,7 +134,7 @@ BEGIN
                                THEN to_jsonb('changed'::text) END,
                'cancel_requested', CASE WHEN n.cancel_requested AND NOT o.cancel_requested
                                         THEN to_jsonb(true) END
-           )), '{}'::jsonb)
+           )), '{}'::jsonb) END
     FROM new_rows n JOIN old_rows o ON o.id = n.id
     WHERE n.status <> o.status OR n.run_at <> o.run_at OR n.priority <> o.priority
        OR n.labels <> o.labels OR n.cancel_requested <> o.cancel_requested
