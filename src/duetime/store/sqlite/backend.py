@@ -28,7 +28,7 @@ from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
 from duetime.store.recorded import recordable
 from duetime.store.sqlite import leadership, migrations, queues, tasks_api, tasks_engine, tenancy
-from duetime.store.sqlite.history import HistoryOps
+from duetime.store.sqlite.history import HistoryOps, with_actor
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
 from duetime.store.sqlite.schedules import ScheduleMethods
@@ -103,8 +103,6 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, HistoryOps):
         self._conn: sqlite3.Connection | None = None
         self.ready_signal = LocalSignal()
         self.due_signal = LocalSignal()
-        # The actor of the write transaction running now (audit triggers read duetime_actor()).
-        self._tx_actor: str | None = None
 
     # -- the database thread ------------------------------------------------------------------
 
@@ -135,7 +133,6 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, HistoryOps):
             for pragma in _PRAGMAS:
                 conn.execute(pragma)
             conn.create_function("duetime_uuid", 0, _random_uuid, deterministic=False)
-            conn.create_function("duetime_actor", 0, lambda: self._tx_actor, deterministic=False)
         except sqlite3.Error as exc:
             conn.close()
             raise StoreUnavailable(f"cannot use SQLite database {self.path}: {exc}") from exc
@@ -196,7 +193,7 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, HistoryOps):
 
     async def _write(self, body: Tx[T], *, integrity_retries: int = 0) -> T:
         # Audit: the caller's actor (a context variable, invisible on the database thread).
-        acting = _with_actor(body, current_actor.get(), self)
+        acting = with_actor(body, current_actor.get())
         for attempt in range(integrity_retries + 1):
             try:
                 return await self._call(lambda: self._transaction(acting, write=True))
@@ -399,19 +396,3 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, HistoryOps):
 def _random_uuid() -> str:
     """SQL function ``duetime_uuid()``: a fresh random (v4) UUID per call, for lease ids."""
     return str(uuid.uuid4())
-
-
-def _with_actor(body: Tx[T], actor: str | None, store: SqliteStore) -> Tx[T]:
-    """``body`` run with ``store._tx_actor = actor`` (on the database thread, one transaction at
-    a time, so a plain attribute is enough)."""
-    if actor is None:
-        return body
-
-    def run(conn: sqlite3.Connection, now: int) -> T:
-        store._tx_actor = actor
-        try:
-            return body(conn, now)
-        finally:
-            store._tx_actor = None
-
-    return run

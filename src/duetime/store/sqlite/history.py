@@ -2,9 +2,10 @@
 and ``task_retention_sweep`` methods of :class:`~duetime.store.sqlite.backend.SqliteStore`.
 
 The audit records are written by triggers (``migrations/0007_history.sql``) inside the
-transaction of each change; the actor comes from the ``duetime_actor()`` SQL function the store
-registers. SQLite has no partitions: the history table is one table, retired by the same API. The
-rules (periods, cursors, filter checks) are in :mod:`duetime.history`.
+transaction of each change; the actor of an API change comes from the one-row ``audit_actor``
+table, set and cleared inside that change's transaction (:func:`with_actor`). SQLite has no
+partitions: the history table is one table, retired by the same API. The rules (periods,
+cursors, filter checks) are in :mod:`duetime.history`.
 """
 
 from __future__ import annotations
@@ -119,6 +120,22 @@ def _attempts(conn: sqlite3.Connection, tenant_id: str, task_id: str) -> list[At
 
 
 _DELETE_BATCH = 10_000
+
+
+def with_actor(
+    body: Callable[[sqlite3.Connection, int], T], actor: str | None
+) -> Callable[[sqlite3.Connection, int], T]:
+    """``body`` run with ``actor`` as the audit triggers' actor, inside its write transaction."""
+    if actor is None:
+        return body
+
+    def run(conn: sqlite3.Connection, now: int) -> T:
+        conn.execute(HQ["actor_set"], {"actor": actor})
+        result = body(conn, now)
+        conn.execute(HQ["actor_clear"])
+        return result
+
+    return run
 
 
 def _months(conn: sqlite3.Connection) -> list[date]:

@@ -1,5 +1,12 @@
 -- History, retention and audit (see migrations/0007_history.sql and docs/history.md).
 
+-- The actor of the write transaction under way (see migrations/0007_history.sql).
+-- name: actor_set
+INSERT OR REPLACE INTO audit_actor (id, actor) VALUES (1, :actor);
+
+-- name: actor_clear
+DELETE FROM audit_actor;
+
 -- name: queue_retention_put
 INSERT INTO queue_retention (tenant_id, queue, succeeded_seconds, failed_seconds,
                              cancelled_seconds)

@@ -1,7 +1,14 @@
 -- History, retention and audit (SPEC §8; docs/history.md). The PostgreSQL schema's twin, with
--- what SQLite can do: one history table (no partitions), row-level triggers. duetime_actor() is a
--- function the store registers on its connection: the actor of the change being written (set
--- for API calls), else NULL.
+-- what SQLite can do: one history table (no partitions), row-level triggers. The actor of an API
+-- change is the one row of audit_actor, written at the start of that write transaction and
+-- deleted before it commits (SQLite has one writer, so no other transaction can see it); with no
+-- row the triggers name the actor themselves. Any connection can write tasks (no function to
+-- register).
+
+CREATE TABLE audit_actor (
+    id     INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+    actor  TEXT    NOT NULL
+) STRICT;
 
 CREATE TABLE history (
     id           INTEGER NOT NULL PRIMARY KEY,
@@ -37,20 +44,20 @@ BEGIN
                          to_status, actor)
     VALUES (NEW.created_at, NEW.tenant_id, 'task', NEW.id, NEW.schedule_id, NEW.name, NEW.queue,
             NEW.labels, NEW.status,
-            coalesce(duetime_actor(), CASE WHEN NEW.schedule_id IS NULL THEN 'api'
+            coalesce((SELECT actor FROM audit_actor), CASE WHEN NEW.schedule_id IS NULL THEN 'api'
                                            ELSE 'schedule:' || NEW.schedule_id END));
 END;
 
 CREATE TRIGGER tasks_history_update AFTER UPDATE ON tasks
 WHEN NEW.status <> OLD.status OR NEW.run_at <> OLD.run_at OR NEW.priority <> OLD.priority
   OR NEW.labels <> OLD.labels OR NEW.cancel_requested <> OLD.cancel_requested
-  OR (duetime_actor() IS NOT NULL AND NEW.payload <> OLD.payload)
+  OR ((SELECT actor FROM audit_actor) IS NOT NULL AND NEW.payload <> OLD.payload)
 BEGIN
     INSERT INTO history (at, tenant_id, kind, task_id, schedule_id, name, queue, labels,
                          from_status, to_status, actor, fields)
     VALUES (NEW.updated_at, NEW.tenant_id, 'task', NEW.id, NEW.schedule_id, NEW.name, NEW.queue,
             NEW.labels, OLD.status, NEW.status,
-            coalesce(duetime_actor(),
+            coalesce((SELECT actor FROM audit_actor),
                      CASE WHEN NEW.status = 'running' AND OLD.status <> 'running'
                                THEN 'worker:' || coalesce(NEW.worker_id, '?')
                           WHEN OLD.status = 'running' AND OLD.worker_id IS NOT NULL
@@ -63,7 +70,7 @@ BEGIN
                                  THEN json_array(OLD.priority, NEW.priority) END,
                 'labels', CASE WHEN NEW.labels <> OLD.labels
                                THEN json_array(json(OLD.labels), json(NEW.labels)) END,
-                'payload', CASE WHEN duetime_actor() IS NOT NULL AND NEW.payload <> OLD.payload
+                'payload', CASE WHEN (SELECT actor FROM audit_actor) IS NOT NULL AND NEW.payload <> OLD.payload
                                 THEN 'changed' END,
                 'cancel_requested', CASE WHEN NEW.cancel_requested AND NOT OLD.cancel_requested
                                          THEN json('true') END
