@@ -8,8 +8,10 @@ understands, e.g. ``s3://bucket/duetime``)::
     _manifests/<YYYY-MM>.json                                      {"month", "rows", "tenants"}
 
 Partition pruning: a read lists only its tenant's directory and opens only the months that
-overlap its time range; within a file, rows are sorted by time, so row groups outside the range
-are skipped by their statistics. A file is written under a temporary name and then moved into
+overlap its time range. Within a file, rows are grouped by task name and sorted by time inside a
+name, so a query by name (SPEC §6: "failed attempts of task name X in one week") reads the one or
+two row groups holding that name, and the time range prunes further by the row groups'
+statistics. A file is written under a temporary name and then moved into
 place, and the manifest is written last, after every file of the month: a month without a
 manifest is an export that did not finish (and is simply written again); the row counts in the
 manifest are the ones verified against the hot store before it drops the month.
@@ -65,7 +67,7 @@ SCHEMA = pa.schema(
 """The columns of an archived record (the store's ``history`` table; JSON columns as text)."""
 
 COLUMNS = tuple(SCHEMA.names)
-ROW_GROUP_ROWS = 128 * 1024
+ROW_GROUP_ROWS = 64 * 1024
 
 
 def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
@@ -129,9 +131,10 @@ class Archive:
     async def month_write(
         self, month: date, batches: AsyncIterator[Sequence[Mapping[str, Any]]]
     ) -> dict[str, int]:
-        """Write the month's records (``batches`` of rows ordered by tenant, then time), one
-        file per tenant; returns the rows written per tenant. No manifest yet (see
-        :meth:`month_seal`). Writing a month again replaces its files."""
+        """Write the month's records (``batches`` of rows grouped by tenant, in the order the
+        file keeps: by name, then time), one file per tenant; returns the rows written per
+        tenant. No manifest yet (see :meth:`month_seal`). Writing a month again replaces its
+        files."""
         counts: dict[str, int] = {}
         writer: _TenantWriter | None = None
         try:

@@ -412,8 +412,8 @@ class Store(Protocol):
 
     def history_month_rows(self, month: date, batch: int) -> AsyncIterator[list[dict[str, Any]]]:
         """Every hot record of ``month`` as column → value (the columns of
-        :data:`duetime.history.archive.SCHEMA`; JSON columns as text), ordered by tenant id,
-        time and id, in lists of up to ``batch``."""
+        :data:`duetime.history.archive.SCHEMA`; JSON columns as text), grouped by tenant id,
+        then by name, each name's records by time, in lists of up to ``batch``."""
 
     async def history_month_drop(self, month: date) -> bool:
         """Remove ``month`` from the hot tier (PostgreSQL: detach and drop its partition, never a

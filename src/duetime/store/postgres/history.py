@@ -193,8 +193,9 @@ class HistoryOps:
     async def history_month_rows(
         self, month: date, batch: int
     ) -> AsyncIterator[list[dict[str, Any]]]:
-        """Every hot record of ``month`` as column → value (JSON columns as text), ordered by
-        tenant, time and id, in lists of up to ``batch`` (one snapshot, a server-side cursor)."""
+        """Every hot record of ``month`` as column → value (JSON columns as text), grouped by
+        tenant, then name, each name's by time, in lists of up to ``batch`` (one snapshot, a
+        server-side cursor)."""
         lo, hi = month_bounds(month)
         async with self._transaction() as conn:
             cursor = await conn.cursor(HQ["history_month_rows"], lo, hi)

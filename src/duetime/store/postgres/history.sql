@@ -111,9 +111,12 @@ SELECT DISTINCT date_trunc('month', at AT TIME ZONE 'UTC')::date AS month FROM h
 -- name: history_month_counts
 SELECT tenant_id, count(*) AS n FROM history WHERE at >= $1 AND at < $2 GROUP BY tenant_id;
 
+-- A month for the archive: grouped by tenant, then by name, each name's records by time (the
+-- order of the Parquet files, so a name's records share row groups). The direction lets the
+-- (tenant_id, name, at DESC, id DESC) index be read backwards instead of sorting the month.
 -- name: history_month_rows
 SELECT at, id, tenant_id, kind, task_id::text AS task_id, schedule_id, name, queue,
        labels::text AS labels, from_status, to_status, actor, fields::text AS fields, attempt,
        started_at, outcome, error, http_status, duration_ms, worker
 FROM history WHERE at >= $1 AND at < $2
-ORDER BY tenant_id, at, id;
+ORDER BY tenant_id DESC, name DESC NULLS FIRST, at, id;

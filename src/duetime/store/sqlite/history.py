@@ -256,17 +256,19 @@ class HistoryOps:
     async def history_month_rows(
         self, month: date, batch: int
     ) -> AsyncIterator[list[dict[str, Any]]]:
-        """Every hot record of ``month`` as column → value (JSON columns as text), ordered by
-        tenant, time and id, in lists of up to ``batch``."""
+        """Every hot record of ``month`` as column → value (JSON columns as text), grouped by
+        tenant, then name, each name's by time, in lists of up to ``batch``."""
         where: dict[str, Any] = {**_bounds(month), "limit": batch}
-        where.update(tenant_id="", at=-(2**62), id=-1)
+        where.update(tenant_id="", name="", at=-(2**62), id=-1)
         while True:
             found = await self._read(_page_reader(dict(where)))
             if not found:
                 return
             yield [_row_dict(r) for r in found]
             last = found[-1]
-            where.update(tenant_id=last["tenant_id"], at=last["at"], id=last["id"])
+            where.update(
+                tenant_id=last["tenant_id"], name=last["name"] or "", at=last["at"], id=last["id"]
+            )
 
     async def history_month_drop(self, month: date) -> bool:
         """Delete the month's records, in batches of 10,000 (one write transaction each, so the

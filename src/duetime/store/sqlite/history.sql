@@ -87,11 +87,13 @@ SELECT min(at) FROM history WHERE at >= :after;
 -- name: history_month_counts
 SELECT tenant_id, count(*) AS n FROM history WHERE at >= :lo AND at < :hi GROUP BY tenant_id;
 
+-- A month for the archive, a page at a time: grouped by tenant, then by name, each name's records
+-- by time (the order of the Parquet files).
 -- name: history_month_rows
 SELECT * FROM history
 WHERE at >= :lo AND at < :hi
-  AND (tenant_id > :tenant_id OR (tenant_id = :tenant_id AND (at > :at OR (at = :at AND id > :id))))
-ORDER BY tenant_id, at, id
+  AND (tenant_id, coalesce(name, ''), at, id) > (:tenant_id, :name, :at, :id)
+ORDER BY tenant_id, coalesce(name, ''), at, id
 LIMIT :limit;
 
 -- name: history_month_delete
