@@ -90,14 +90,17 @@ def _rows(n: int, start: datetime, end: datetime, names: int, first_id: int) -> 
     )
 
 
-async def generate_archive(archive: Archive, total: int, names: int) -> tuple[float, int]:
-    """Twelve archived months before the hot window; returns (seconds, bytes on disk)."""
+async def generate_archive(
+    archive: Archive, total: int, names: int, months: int
+) -> tuple[float, int]:
+    """The first ``months`` of twelve archived months before the hot window, each holding a
+    twelfth of ``total``; returns (seconds, bytes on disk)."""
     t0 = time.perf_counter()
     month = month_of(NOW - timedelta(days=365 + 40))
     per_month = total // 12
     next_id = 1
     chunk = 1_000_000
-    for _ in range(12):
+    for _ in range(months):
         start, end = month_bounds(month)
         path = Path(archive.file_path(TENANT, month))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,16 +162,18 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def measure_queries(
-    store: PostgresStore, archive: Archive, names: int, runs: int
+    store: PostgresStore, archive: Archive, names: int, runs: int, months: int
 ) -> dict[str, tuple[float, float, int]]:
-    """p50/p99 (ms) and mean rows of the week query, in the hot window and over the year."""
+    """p50/p99 (ms) and mean rows of the week query, in the hot window and in the archived
+    months (a random week each time)."""
     results: dict[str, tuple[float, float, int]] = {}
     year_start = month_bounds(month_of(NOW - timedelta(days=365 + 40)))[0]
+    archived_days = 30.4 * months - 7
     for label, window in (("hot window", (NOW - timedelta(days=28), NOW)), ("year", None)):
         times, rows = [], []
         for _ in range(runs):
             if window is None:
-                since = year_start + timedelta(days=random.uniform(0, 358))
+                since = year_start + timedelta(days=random.uniform(0, archived_days))
                 until = since + timedelta(days=7)
             else:
                 since = window[0] + timedelta(days=random.uniform(0, 21))
@@ -266,6 +271,9 @@ async def main() -> None:
     parser.add_argument("--archived", type=int, default=100_000_000)
     parser.add_argument("--hot", type=int, default=10_000_000)
     parser.add_argument("--names", type=int, default=1000)
+    parser.add_argument(
+        "--months", type=int, default=12, help="archived months to generate (each at 1/12 density)"
+    )
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--round-rows", type=int, default=20_000)
     parser.add_argument("--hot-path-tasks", type=int, default=20_000)
@@ -280,22 +288,23 @@ async def main() -> None:
     server = args.admin_url.rpartition("@")[2]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, PostgreSQL at {server}")  # fmt: skip
-    print(f"scale: {args.archived:,} archived attempts over 12 months, {args.hot:,} hot, "
-          f"{args.names} task names, {FAILED_SHARE:.0%} failed")  # fmt: skip
+    print(f"scale: {args.archived:,} archived attempts over 12 months ({args.months} generated), "
+          f"{args.hot:,} hot, {args.names} task names, {FAILED_SHARE:.0%} failed")  # fmt: skip
     try:
         store = PostgresStore(url, pool_min=2, pool_max=4)
         await store.open()
         await store.migrate()
         archive = Archive(str(Path(workdir) / "archive"))
-        gen_s, cold_bytes = await generate_archive(archive, args.archived, args.names)
+        gen_s, cold_bytes = await generate_archive(archive, args.archived, args.names, args.months)
+        generated = args.archived // 12 * args.months
         print(f"archive generated in {gen_s:.1f} s: {cold_bytes / 2**20:,.1f} MiB of Parquet "
-              f"({cold_bytes / max(1, args.archived):.1f} B/record)")  # fmt: skip
+              f"({cold_bytes / max(1, generated):.1f} B/record)")  # fmt: skip
         load_s = await load_hot(store, url, args.hot, args.names)
         hot_bytes = await table_bytes(url)
         print(f"hot rows loaded in {load_s:.1f} s: {hot_bytes / 2**20:,.1f} MiB in PostgreSQL "
               f"with indexes ({hot_bytes / max(1, args.hot):.1f} B/record)")  # fmt: skip
         for label, (p50, p99, rows) in (
-            await measure_queries(store, archive, args.names, args.queries)
+            await measure_queries(store, archive, args.names, args.queries, args.months)
         ).items():
             print(f"week query, {label}: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
                   f"({rows} failed attempts on average, {args.queries} queries)")  # fmt: skip

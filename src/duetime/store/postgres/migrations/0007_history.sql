@@ -57,6 +57,7 @@ DECLARE
                        AT TIME ZONE 'UTC');
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('duetime.history_partitions'));
+    PERFORM set_config('lock_timeout', '2s', true);
     IF to_regclass(part) IS NOT NULL THEN
         RETURN false;
     END IF;
@@ -78,6 +79,9 @@ DECLARE
     part text := 'history_p' || to_char(month, 'YYYYMM');
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('duetime.history_partitions'));
+    -- DETACH locks the parent briefly against every write that records history: wait for it at
+    -- most 2 s (the hot path queues behind a waiting DETACH), else fail and retry next round.
+    PERFORM set_config('lock_timeout', '2s', true);
     IF to_regclass(part) IS NULL THEN
         RETURN false;
     END IF;
