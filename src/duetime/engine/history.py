@@ -1,11 +1,11 @@
 """History maintenance (leader only; SPEC §8, docs/history.md). Each round:
 
-1. makes the time partitions of the current and next months (PostgreSQL), and of any month
+1. retires finished tasks past their retention, in bounded batches;
+2. makes the time partitions of the current and next months (PostgreSQL), and of any month
    whose records wait in the default partition;
-2. exports each month that ended more than ``hot_days`` ago to the archive (zstd Parquet),
+3. exports each month that ended more than ``hot_days`` ago to the archive (zstd Parquet),
    verifies the archived row counts against the store's, seals it with a manifest, and only then
-   removes the month from the store (PostgreSQL: detach and drop the partition);
-3. retires finished tasks past their retention, in bounded batches.
+   removes the month from the store (PostgreSQL: detach and drop the partition).
 
 Idempotent if a node dies anywhere: a month without a manifest is written again (files are moved
 into place whole, so a half-written file is never read); a sealed month whose removal was cut
@@ -106,10 +106,10 @@ class HistoryMaintenance(Service):
         self._backlog = False
         if not self._leader.is_leader:
             return 0
-        archived = 0
-        if self.archive is not None:
-            archived = await self.archive_round()
-        return archived + await self.retention_round()
+        # Retention first: a month that cannot be archived (and raises) must not hold it up.
+        retired = await self.retention_round()
+        archived = 0 if self.archive is None else await self.archive_round()
+        return retired + archived
 
     async def archive_round(self) -> int:
         """Partitions ahead, then export, verify and remove due months. Returns months done."""
