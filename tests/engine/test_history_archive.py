@@ -5,6 +5,7 @@ duplicates nothing; tenants never see each other's history."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from duetime.history.archive import Archive
 from duetime.history.events import HistoryEvent, HistoryFilter
 from duetime.history.partitions import month_of
 from duetime.history.query import history_attempts, history_page
-from duetime.history.retention import RetentionPolicy
+from duetime.history.retention import ArchiveFailed, RetentionPolicy
 from duetime.store import Store
 from duetime.types import (
     AttemptOutcome,
@@ -212,3 +213,34 @@ async def test_partitions_are_made_ahead(store: Store, clock: FakeClock, tmp_pat
                                month_of(JAN + timedelta(days=59))]  # fmt: skip
     else:
         assert months == []  # SQLite: no partitions, and no records yet
+
+
+async def test_retired_tasks_are_archived_before_they_leave(
+    store: Store, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cold = Archive(str(tmp_path / "archive"))
+    tenant = (await store.tenant_create("t")).id
+    ids = await fail_tasks(store, clock, tenant, 3, "x")
+    clock.advance(8 * DAY)  # past the 7-day retention, inside the hot window
+    maintenance, _ = service(store, clock, cold)
+
+    # The archive cannot be written: the sweep deletes nothing.
+    def broken(self: Archive, rows: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Archive, "tasks_write", broken)
+    with pytest.raises(ArchiveFailed, match="disk full"):
+        await maintenance.run_once()
+    for task_id in ids:
+        assert await store.task_get(tenant, task_id) is not None
+    monkeypatch.undo()
+
+    assert await maintenance.run_once() == 3
+    for task_id in ids:
+        assert await store.task_get(tenant, task_id) is None
+    kept = await asyncio.to_thread(cold.tasks_read, tenant)
+    assert sorted(kept) == sorted(ids)
+    doc = kept[ids[0]]
+    assert doc["status"] == "failed" and doc["name"] == "x" and doc["last_error"] == "boom"
+    assert doc["finished_at"].startswith("2030-01-10")
+    assert await asyncio.to_thread(cold.tasks_read, "someone-else") == {}

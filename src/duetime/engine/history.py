@@ -1,6 +1,7 @@
 """History maintenance (leader only; SPEC §8, docs/history.md). Each round:
 
-1. retires finished tasks past their retention, in bounded batches;
+1. retires finished tasks past their retention, in bounded batches, each batch written to the
+   archive (with the ``history`` extra) before its deletion commits;
 2. makes the time partitions of the current and next months (PostgreSQL), and of any month
    whose records wait in the default partition;
 3. exports each month that ended more than ``hot_days`` ago to the archive (zstd Parquet),
@@ -158,7 +159,11 @@ class HistoryMaintenance(Service):
         """Retire finished tasks past their retention, at most ``max_batches`` batches."""
         retired = 0
         for _ in range(self.config.max_batches):
-            swept = await self._store.task_retention_sweep(self.config.defaults, self.config.batch)
+            swept = await self._store.task_retention_sweep(
+                self.config.defaults,
+                self.config.batch,
+                archive=None if self.archive is None else self.archive.tasks_write,
+            )
             retired += swept
             if swept < self.config.batch:
                 break

@@ -5,6 +5,8 @@ Layout under ``DUETIME_ARCHIVE_URL`` (a local directory by default, or any URL p
 understands, e.g. ``s3://bucket/duetime``)::
 
     tenant=<tenant id, %-quoted>/month=<YYYY-MM>/history.parquet   one file per tenant and month
+    tenant=<tenant id>/month=<YYYY-MM>/tasks-<uuid>.parquet        tasks retired by retention,
+                                                                   by the month they finished
     _manifests/<YYYY-MM>.json                                      {"month", "rows", "tenants"}
 
 Partition pruning: a read lists only its tenant's directory and opens only the months that
@@ -36,7 +38,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from duetime.history.events import HistoryEvent, HistoryFilter
-from duetime.history.partitions import month_label, months_between
+from duetime.history.partitions import month_label, month_of, months_between
 from duetime.types import Attempt, AttemptOutcome
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -67,6 +69,20 @@ SCHEMA = pa.schema(
 """The columns of an archived record (the store's ``history`` table; JSON columns as text)."""
 
 COLUMNS = tuple(SCHEMA.names)
+
+TASK_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("tenant_id", pa.string()),
+        ("name", pa.string()),
+        ("queue", pa.string()),
+        ("status", pa.string()),
+        ("schedule_id", pa.string()),
+        ("finished_at", _TS),
+        ("document", pa.string()),
+    ]
+)
+"""An archived task: key columns and the whole row as JSON text (``document``)."""
 ROW_GROUP_ROWS = 64 * 1024
 
 
@@ -187,6 +203,43 @@ class Archive:
         with self.fs.open_output_stream(temp) as f:
             f.write(data)
         self.fs.move(temp, path)
+
+    def tasks_write(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Keep tasks a retention sweep is deleting (a
+        :data:`~duetime.history.retention.TaskArchiver`): one new file per tenant and month of
+        ``finished_at``, moved into place whole. Blocking. A sweep retried after a crash may
+        write a task twice; readers keep one copy per id."""
+        groups: dict[tuple[str, date], list[Mapping[str, Any]]] = {}
+        for row in rows:
+            month = month_of(row["finished_at"])
+            groups.setdefault((str(row["tenant_id"]), month), []).append(row)
+        for (tenant, month), members in groups.items():
+            folder = self.file_path(tenant, month).rpartition("/")[0]
+            table = pa.Table.from_pylist(
+                [
+                    {c: (str(r[c]) if c == "id" else r[c]) for c in TASK_SCHEMA.names}
+                    for r in members
+                ],
+                schema=TASK_SCHEMA,
+            )
+            path = f"{folder}/tasks-{uuid.uuid4().hex}.parquet"
+            self.fs.create_dir(folder, recursive=True)
+            temp = f"{path}.tmp"
+            pq.write_table(table, temp, filesystem=self.fs, compression="zstd")
+            self.fs.move(temp, path)
+
+    def tasks_read(self, tenant_id: str) -> dict[str, dict[str, Any]]:
+        """Every archived task of the tenant: id → its document (blocking; for audits)."""
+        found: dict[str, dict[str, Any]] = {}
+        for month in self._months(tenant_id):
+            folder = self.file_path(tenant_id, month).rpartition("/")[0]
+            selector = pafs.FileSelector(folder)
+            for info in self.fs.get_file_info(selector):
+                if info.base_name.startswith("tasks-") and info.base_name.endswith(".parquet"):
+                    table = pq.read_table(info.path, filesystem=self.fs)
+                    for row in table.to_pylist():
+                        found[row["id"]] = orjson.loads(row["document"])
+        return found
 
     # -- reads -----------------------------------------------------------------------------------
 

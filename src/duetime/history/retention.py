@@ -10,8 +10,9 @@ retention needs no calendar precision). Its attempts and audit events stay in th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from duetime.errors import ValidationError
 from duetime.schedule.every_expr import parse_every
@@ -22,6 +23,18 @@ RETAINED_STATUSES = ("succeeded", "failed", "cancelled")
 MIN_RETENTION_SECONDS = 60.0
 MAX_RETENTION_SECONDS = 100 * 365.2425 * 86400.0
 DEFAULT_RETENTION = {"succeeded": "P7D", "failed": "P30D", "cancelled": "P7D"}
+
+
+class ArchiveFailed(Exception):
+    """The archive could not keep the tasks a retention sweep was deleting: nothing was deleted.
+    (Not an ``OSError``, so no store mistakes it for losing its database.)"""
+
+
+TaskArchiver = Callable[[Sequence[Mapping[str, Any]]], None]
+"""Keeps the tasks a retention sweep is about to delete (``id``, ``tenant_id``, ``name``,
+``queue``, ``status``, ``schedule_id``, ``finished_at`` and ``document``: the whole row as JSON
+text); called before the deletion commits, so a task is never gone unarchived. Blocking; raising
+keeps the tasks."""
 
 
 def duration_seconds(text: str, field: str) -> float:

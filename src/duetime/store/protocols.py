@@ -21,7 +21,7 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 from duetime.history.events import HistoryEvent, HistoryFilter
-from duetime.history.retention import RetentionPolicy
+from duetime.history.retention import RetentionPolicy, TaskArchiver
 from duetime.types import (
     ApiKey,
     Attempt,
@@ -383,11 +383,15 @@ class Store(Protocol):
     async def queue_retention_list(self, tenant_id: str) -> dict[str, RetentionPolicy]:
         """Every queue of the tenant that has its own retention, by name."""
 
-    async def task_retention_sweep(self, defaults: RetentionPolicy, limit: int) -> int:
+    async def task_retention_sweep(
+        self, defaults: RetentionPolicy, limit: int, *, archive: TaskArchiver | None = None
+    ) -> int:
         """Delete up to ``limit`` finished tasks whose ``finished_at`` is older than their
         queue's period for their status (else ``defaults``, which sets every status) by the
         store's now, oldest first, with their attempts; a task that is some schedule's last
-        occurrence stays. Their history records stay. Returns how many were deleted."""
+        occurrence stays. Their history records stay. With ``archive``, the tasks are handed to
+        it inside the deleting transaction, before it commits: if it raises, nothing is deleted.
+        Returns how many were deleted."""
 
     async def history_query(self, query: HistoryFilter) -> list[HistoryEvent]:
         """Up to ``query.limit`` of the tenant's hot history records matching every filter,

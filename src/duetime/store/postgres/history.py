@@ -8,6 +8,7 @@ finished tasks past it. The rules (periods, cursors, filter checks) are in :mod:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -22,7 +23,7 @@ from duetime.errors import NotFound
 from duetime.history.actor import current_actor
 from duetime.history.events import HistoryEvent, HistoryFilter, check_history_filter
 from duetime.history.partitions import month_bounds
-from duetime.history.retention import RetentionPolicy
+from duetime.history.retention import ArchiveFailed, RetentionPolicy, TaskArchiver
 from duetime.ids import is_uuid
 from duetime.store.postgres import rows
 from duetime.store.postgres.sql import parse_queries
@@ -126,13 +127,21 @@ class HistoryOps:
             for r in found
         }
 
-    async def task_retention_sweep(self, defaults: RetentionPolicy, limit: int) -> int:
-        """Delete up to ``limit`` finished tasks past their retention; returns how many."""
+    async def task_retention_sweep(
+        self, defaults: RetentionPolicy, limit: int, *, archive: TaskArchiver | None = None
+    ) -> int:
+        """Delete up to ``limit`` finished tasks past their retention (handed to ``archive``
+        before the deletion commits); returns how many."""
         async with self._transaction() as conn:
             gone = await conn.fetch(
                 HQ["task_retention_sweep"], self._pinned(),
                 defaults.succeeded, defaults.failed, defaults.cancelled, limit,
             )  # fmt: skip
+            if gone and archive is not None:
+                try:
+                    await asyncio.to_thread(archive, [dict(r) for r in gone])
+                except Exception as exc:  # rolls the deletion back
+                    raise ArchiveFailed(f"{type(exc).__name__}: {exc}") from exc
         return len(gone)
 
     # -- history reads -------------------------------------------------------------------------

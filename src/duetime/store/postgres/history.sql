@@ -26,7 +26,8 @@ FROM queue_retention WHERE tenant_id = $1 AND queue = $2;
 -- The sweep: up to $5 finished tasks past their queue's (else the default) period, oldest
 -- finish first, with their attempts and outgoing dependency rows. The index range is bounded by
 -- the shortest period anywhere, so a sweep with nothing due reads nothing. A task that is still a
--- schedule's last occurrence stays (the materializer's overlap rule reads its status).
+-- schedule's last occurrence stays (the materializer's overlap rule reads its status). Returns
+-- each task as a JSON document, for the archive (written before the transaction commits).
 -- name: task_retention_sweep
 WITH params AS (
     SELECT coalesce($1::timestamptz, now()) AS now,
@@ -54,7 +55,8 @@ WITH params AS (
     DELETE FROM attempts a USING doomed WHERE a.task_id = doomed.id
 )
 DELETE FROM tasks t USING doomed WHERE t.id = doomed.id
-RETURNING t.id;
+RETURNING t.id::text AS id, t.tenant_id, t.name, t.queue, t.status, t.schedule_id, t.finished_at,
+          to_jsonb(t)::text AS document;
 
 -- One page of a tenant's history, newest first. Run with plan_cache_mode = force_custom_plan:
 -- the filters that are NULL fold away, the index that fits is picked, partitions are pruned by

@@ -21,7 +21,7 @@ import orjson
 from duetime.errors import NotFound
 from duetime.history.events import HistoryEvent, HistoryFilter, check_history_filter
 from duetime.history.partitions import month_bounds, month_of, next_month
-from duetime.history.retention import RetentionPolicy
+from duetime.history.retention import ArchiveFailed, RetentionPolicy, TaskArchiver
 from duetime.store.sqlite.queries import parse_queries
 from duetime.store.sqlite.rows import Row, attempt_from_row, dumps, from_micros, to_micros
 from duetime.types import Attempt
@@ -72,7 +72,42 @@ def _fields(text: str | None) -> dict[str, Any] | None:
     return found
 
 
-def _sweep(conn: sqlite3.Connection, now: int, defaults: RetentionPolicy, limit: int) -> int:
+_TIME_COLUMNS = frozenset(
+    {"scheduled_for", "run_at", "due_at", "created_at", "updated_at", "started_at",
+     "finished_at", "lease_expires_at"}
+)  # fmt: skip
+_JSON_COLUMNS = frozenset({"target", "retry", "labels", "depends_on"})
+
+
+def _task_document(r: Row) -> dict[str, Any]:
+    """A task row as the archive keeps it (the PostgreSQL twin: ``to_jsonb(t)``)."""
+    doc: dict[str, Any] = {}
+    for key in r.keys():  # noqa: SIM118 (sqlite3.Row iterates values)
+        value = r[key]
+        if key in _TIME_COLUMNS and value is not None:
+            value = from_micros(value).isoformat()
+        elif key in _JSON_COLUMNS and isinstance(value, str):
+            value = orjson.loads(value)
+        doc[key] = value
+    return {
+        "id": r["id"],
+        "tenant_id": r["tenant_id"],
+        "name": r["name"],
+        "queue": r["queue"],
+        "status": r["status"],
+        "schedule_id": r["schedule_id"],
+        "finished_at": from_micros(r["finished_at"]),
+        "document": orjson.dumps(doc).decode(),
+    }
+
+
+def _sweep(
+    conn: sqlite3.Connection,
+    now: int,
+    defaults: RetentionPolicy,
+    limit: int,
+    archive: TaskArchiver | None,
+) -> int:
     doomed = [
         r["id"]
         for r in conn.execute(
@@ -86,6 +121,12 @@ def _sweep(conn: sqlite3.Connection, now: int, defaults: RetentionPolicy, limit:
             },
         )
     ]
+    if doomed and archive is not None:
+        rows = conn.execute(HQ["task_retention_rows"], {"ids": dumps(doomed)}).fetchall()
+        try:
+            archive([_task_document(r) for r in rows])
+        except Exception as exc:  # rolls the deletion back
+            raise ArchiveFailed(f"{type(exc).__name__}: {exc}") from exc
     if doomed:
         conn.execute(HQ["task_retention_delete"], {"ids": dumps(doomed)})
     return len(doomed)
@@ -221,9 +262,12 @@ class HistoryOps:
             for r in found
         }
 
-    async def task_retention_sweep(self, defaults: RetentionPolicy, limit: int) -> int:
-        """Delete up to ``limit`` finished tasks past their retention; returns how many."""
-        return await self._write(lambda conn, now: _sweep(conn, now, defaults, limit))
+    async def task_retention_sweep(
+        self, defaults: RetentionPolicy, limit: int, *, archive: TaskArchiver | None = None
+    ) -> int:
+        """Delete up to ``limit`` finished tasks past their retention (handed to ``archive``
+        before the deletion commits); returns how many."""
+        return await self._write(lambda conn, now: _sweep(conn, now, defaults, limit, archive))
 
     async def history_query(self, query: HistoryFilter) -> list[HistoryEvent]:
         """Up to ``query.limit`` records matching every filter, newest first."""

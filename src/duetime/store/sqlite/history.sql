@@ -48,6 +48,9 @@ WHERE t.status IN ('succeeded', 'failed', 'cancelled')
 ORDER BY t.finished_at
 LIMIT :limit;
 
+-- name: task_retention_rows
+SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- name: task_retention_delete
 DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
 
