@@ -80,18 +80,17 @@ class HistoryOps:
     @contextlib.asynccontextmanager
     async def _acting(self) -> AsyncIterator[Conn]:
         """A connection whose changes the audit triggers attribute to
-        :data:`~duetime.history.actor.current_actor` (when set); the setting is cleared before
-        the connection goes back to the pool."""
+        :data:`~duetime.history.actor.current_actor`, when set: then the block runs in a
+        transaction whose local ``duetime.actor`` setting names it (it ends with the
+        transaction, so no pooled connection keeps it)."""
         actor = current_actor.get()
         async with self._connection() as conn:
             if actor is None:
                 yield conn
                 return
-            await conn.execute(HQ["actor_set"], actor)
-            try:
+            async with conn.transaction():
+                await conn.execute(HQ["actor_set"], actor)
                 yield conn
-            finally:
-                await conn.execute(HQ["actor_set"], "")
 
     # -- retention -----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 -- History, retention and audit (see migrations/0007_history.sql and docs/history.md).
 
+-- The audit actor of the current transaction (transaction-local: it ends with it).
 -- name: actor_set
-SELECT set_config('duetime.actor', $1, false);
+SELECT set_config('duetime.actor', $1, true);
 
 -- name: queue_retention_put
 INSERT INTO queue_retention (tenant_id, queue, succeeded_seconds, failed_seconds,
