@@ -77,7 +77,10 @@ class Engine:
             self.leader,
             self.clock,
             HistoryConfig.from_settings(settings),
-            open_archive(settings.archive_location),
+            # Several PostgreSQL nodes must share the archive: no node-local default there.
+            open_archive(settings.archive_location)
+            if settings.archive_url or settings.is_sqlite
+            else None,
         )
         self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
         self._tasks: list[asyncio.Task[None]] = []

@@ -37,8 +37,12 @@ def _cold(location: str) -> ColdTier | None:
 
 
 def cold_tier(request: Request) -> ColdTier | None:
-    """This server's archive (``DUETIME_ARCHIVE_URL``), when the cold-tier extra is installed."""
-    return _cold(services(request).settings.archive_location)
+    """This server's archive (``DUETIME_ARCHIVE_URL``; on SQLite by default ``<data
+    dir>/archive``), when the cold-tier extra is installed."""
+    settings = services(request).settings
+    if not (settings.archive_url or settings.is_sqlite):
+        return None
+    return _cold(settings.archive_location)
 
 
 def _words(items: list[str]) -> tuple[str, ...]:
