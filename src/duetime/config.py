@@ -77,6 +77,14 @@ class Settings:
     # Notifications: at most one event per (tenant, event type) per this many seconds; the
     # rest are folded into a digest (counts and sample ids).
     notify_window_seconds: float = 60.0
+    # History and retention (SPEC §8, docs/history.md). Periods are ISO 8601 durations.
+    retention_succeeded: str = "P7D"
+    retention_failed: str = "P30D"
+    retention_cancelled: str = "P7D"
+    retention_batch: int = 1000
+    history_interval_seconds: float = 60.0
+    hot_days: int = 30
+    archive_url: str = ""
 
     @property
     def dev_mode(self) -> bool:
@@ -97,6 +105,11 @@ class Settings:
         if self.dispatch_processes > 0:
             return self.dispatch_processes
         return 1 if self.is_sqlite else max(1, min(4, os.cpu_count() or 1))
+
+    @property
+    def archive_location(self) -> str:
+        """Where the cold tier lives: ``archive_url``, else ``<data_dir>/archive``."""
+        return self.archive_url or str(self.data_dir / "archive")
 
     @property
     def private_targets_allowed(self) -> bool:
@@ -120,6 +133,10 @@ class Settings:
             raise ConfigError("notify_window_seconds must be positive")
         if self.max_payload_bytes <= 0:
             raise ConfigError("max_payload_bytes must be positive")
+        if self.retention_batch <= 0 or self.hot_days <= 0:
+            raise ConfigError("retention_batch and hot_days must be positive")
+        if self.history_interval_seconds <= 0:
+            raise ConfigError("history_interval_seconds must be positive")
         if self.dispatch_processes < 0:
             raise ConfigError("dispatch_processes must be 0 (automatic) or a positive count")
         if self.dispatch_processes > 1 and self.is_sqlite:

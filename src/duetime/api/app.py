@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from duetime import __version__
 from duetime.api import problems
+from duetime.api.bulk import BulkIn
 from duetime.api.convert import TaskBuilder
 from duetime.api.deps import Authenticator, Services
 from duetime.api.guard import DevModeGuard
@@ -35,6 +36,8 @@ from duetime.api.queue_schemas import (
 )
 from duetime.api.routes import (
     admin,
+    bulk,
+    history,
     leases,
     notifications,
     ops,
@@ -67,6 +70,8 @@ from duetime.ui import router as ui_router
 
 ROUTERS: Sequence[APIRouter] = (
     tasks.router,
+    bulk.router,
+    history.router,
     schedule_keys.router,
     schedules.router,
     queues.router,
@@ -84,6 +89,7 @@ BATCH_BODY_LIMIT_BYTES = 64 * 1024 * 1024
 
 DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     ProblemOut,
+    BulkIn,
     TaskCreate,
     TaskBatchCreate,
     TaskPatchIn,

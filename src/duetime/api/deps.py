@@ -108,6 +108,14 @@ class Authenticator:
             raise Unauthorized("unknown or deleted API key")
         return tenant_id
 
+    def actor(self, api_key: str | None) -> str:
+        """Who calls, for the audit trail: ``key:<key id>`` (after :meth:`tenant_id` accepted
+        the key), ``dev`` in dev mode."""
+        if self.dev_mode or not api_key:
+            return "dev"
+        entry = self.cache._entries.get(hash_api_key(api_key))
+        return f"key:{entry[2]}" if entry is not None and entry[2] else "api"
+
     def check_admin(self, token: str | None) -> None:
         """Raise ``Unauthorized`` unless ``token`` is the admin token (always fine in dev mode)."""
         if self.dev_mode:
@@ -165,6 +173,8 @@ class Caller:
     tenant_id: str
     store: Store
     builder: TaskBuilder
+    actor: str | None = None
+    """Who calls, for the audit trail (see :mod:`duetime.history.actor`)."""
 
 
 async def tenant_call(request: Request) -> Caller:
@@ -175,8 +185,9 @@ async def tenant_call(request: Request) -> Caller:
     directly instead: resolving dependencies costs more than the rest of the API layer there.
     """
     found: Services = request.app.state.services
-    tenant_id = await found.auth.tenant_id(bearer_token(request))
-    return Caller(tenant_id, found.store, found.builder)
+    token = bearer_token(request)
+    tenant_id = await found.auth.tenant_id(token)
+    return Caller(tenant_id, found.store, found.builder, found.auth.actor(token))
 
 
 def admin_call(request: Request) -> Services:

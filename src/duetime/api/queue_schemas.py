@@ -67,6 +67,12 @@ class QueuePutIn(StrictModel):
     max_concurrency: Limit | None = None
     max_concurrency_per_key: Limit | None = None
     paused: bool = False
+    retention: dict[str, Annotated[str, Field(max_length=64)]] | None = Field(
+        default=None,
+        description="How long finished tasks stay, per final status, as ISO 8601 durations: "
+        '`{"succeeded": "P7D", "failed": "P30D", "cancelled": "P7D"}`; a status left out '
+        "keeps the server default (docs/history.md).",
+    )
 
 
 class LeaseIn(StrictModel):
@@ -144,6 +150,10 @@ class QueueOut(BaseModel):
     running: int
     oldest_due_lag_seconds: float | None = Field(
         description="How late the most overdue ready task is; null when none is ready."
+    )
+    retention: dict[str, str] | None = Field(
+        default=None,
+        description="The queue's own retention periods (statuses absent keep the server defaults).",
     )
 
 

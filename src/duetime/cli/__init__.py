@@ -19,11 +19,15 @@ from typing import Annotated
 import typer
 
 from duetime import __version__
-from duetime.cli import common
+from duetime.cli import (
+    bulk,  # noqa: F401 - registers task replay / cancel-matching
+    common,
+)
 from duetime.cli.api import admin_app, lease_app, workers
 from duetime.cli.common import task_app, tenant_app
 from duetime.cli.dev_receiver import dev_receiver
 from duetime.cli.doctor import doctor
+from duetime.cli.history import history
 from duetime.cli.node import node_app
 from duetime.cli.queue import queue_app
 from duetime.cli.schedule import schedule_app
@@ -72,6 +76,7 @@ app.add_typer(lease_app, name="lease")
 app.command("workers")(workers)
 app.command("worker")(worker)
 app.command("doctor")(doctor)
+app.command("history")(history)
 app.command("dev-receiver")(dev_receiver)
 
 

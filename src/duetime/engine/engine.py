@@ -5,7 +5,8 @@
     Leader ──(is_leader)──▶ Promoter   scheduled/retrying ──▶ ready      (leader only)
                       ├──▶ Reaper     expired leases ──▶ retrying/failed (leader only)
                       ├──▶ Materializer  schedule occurrences ──▶ tasks   (leader only)
-                      └──▶ CounterKeeper  task-count deltas ──▶ totals    (leader only)
+                      ├──▶ CounterKeeper  task-count deltas ──▶ totals    (leader only)
+                      └──▶ History    finished tasks past retention ──▶ gone (leader only)
     Dispatcher  ready push tasks ──▶ Deliverers ──▶ Completer ──▶ store (every node)
 """
 
@@ -20,6 +21,7 @@ from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.engine.counters import CounterKeeper, CounterKeeperConfig
 from duetime.engine.dispatcher import Dispatcher
+from duetime.engine.history import HistoryConfig, HistoryMaintenance, open_archive
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
 from duetime.engine.promoter import Promoter
@@ -72,6 +74,17 @@ class Engine:
                 limits=PlanLimits(horizon_seconds=90.0),
             ),
         )
+        # Retention (and, with the cold tier, archiving) of history (engine/history.py).
+        self.history = HistoryMaintenance(
+            store,
+            self.leader,
+            self.clock,
+            HistoryConfig.from_settings(settings),
+            # Several PostgreSQL nodes must share the archive: no node-local default there.
+            open_archive(settings.archive_location)
+            if settings.archive_url or settings.is_sqlite
+            else None,
+        )
         self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
         self.counters = CounterKeeper(
             store,
@@ -95,6 +108,7 @@ class Engine:
             self.promoter,
             self.reaper,
             self.materializer,
+            self.history,
             self.dispatcher,
             self.counters,
             self.notifier,

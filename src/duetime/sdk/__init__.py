@@ -4,6 +4,7 @@ Client, AsyncClient``."""
 
 from __future__ import annotations
 
+from duetime.sdk.bulk import BulkResult
 from duetime.sdk.client import DEFAULT_URL, AsyncClient, Client
 from duetime.sdk.errors import (
     ApiConflict,
@@ -17,6 +18,7 @@ from duetime.sdk.errors import (
     TransportError,
 )
 from duetime.sdk.handles import Retry, TaskHandle
+from duetime.sdk.history import HistoryEvent
 from duetime.sdk.models import (
     AckResult,
     ApiKeyCreated,
@@ -64,7 +66,9 @@ __all__ = [
     "Attempt",
     "BackfillItem",
     "BackfillResult",
+    "BulkResult",
     "Client",
+    "HistoryEvent",
     "Job",
     "Lease",
     "LeaseCompletion",

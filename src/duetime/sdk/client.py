@@ -40,12 +40,14 @@ import orjson
 import pydantic
 
 from duetime import __version__, errors
+from duetime.sdk.bulk import BulkCalls
 from duetime.sdk.errors import (
     ApiTooManyRequests,
     ApiUnavailable,
     TransportError,
     error_from_response,
 )
+from duetime.sdk.history import HistoryCalls
 from duetime.sdk.http import Backend, Failure, HttpxBackend, Params, Reply, network_backend
 from duetime.sdk.leases import LeaseCalls
 from duetime.sdk.models import (
@@ -463,7 +465,14 @@ class _TenantCalls(_Api):
 
 
 class AsyncClient(
-    _TaskCalls, _TenantCalls, LeaseCalls, QueueCalls, ScheduleCalls, NotificationCalls
+    _TaskCalls,
+    BulkCalls,
+    HistoryCalls,
+    _TenantCalls,
+    LeaseCalls,
+    QueueCalls,
+    ScheduleCalls,
+    NotificationCalls,
 ):
     """Async client for the duetime HTTP API.
 
@@ -618,6 +627,10 @@ class Client:
     cancel_task = _blocking(AsyncClient.cancel_task)
     retry_task = _blocking(AsyncClient.retry_task)
     list_attempts = _blocking(AsyncClient.list_attempts)
+    replay_tasks = _blocking(AsyncClient.replay_tasks)
+    cancel_tasks = _blocking(AsyncClient.cancel_tasks)
+    list_history = _blocking(AsyncClient.list_history)
+    iter_history = _blocking_iter(AsyncClient.iter_history)
     get_tenant = _blocking(AsyncClient.get_tenant)
     rotate_signing_secret = _blocking(AsyncClient.rotate_signing_secret)
     create_tenant = _blocking(AsyncClient.create_tenant)

@@ -16,10 +16,12 @@ resource or one of another tenant; ``Conflict`` for a state that forbids the cha
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import date, datetime
 from typing import Any, Protocol, runtime_checkable
 
+from duetime.history.events import HistoryEvent, HistoryFilter
+from duetime.history.retention import RetentionPolicy, TaskArchiver
 from duetime.store.counters import CountKey, Reconciled
 from duetime.types import (
     ApiKey,
@@ -413,3 +415,61 @@ class Store(Protocol):
 
     async def notification_delete(self, tenant_id: str) -> bool:
         """Remove the tenant's notification settings; False when it had none."""
+
+    # -- history, retention and audit (SPEC §8; docs/history.md) -------------------------------
+    # Audit records are written by the store in the transaction of every change of a task's
+    # status (and of run_at, priority, labels, payload, cancel_requested), every attempt and
+    # every schedule revision, attributed to :data:`duetime.history.actor.current_actor` when
+    # set, else the lease holder (``worker:<id>``), the schedule, ``api`` (creates) or ``node``.
+
+    async def queue_retention_put(
+        self, tenant_id: str, queue: str, policy: RetentionPolicy | None
+    ) -> None:
+        """Set how long the queue keeps finished tasks, per final status (a status left None
+        uses the defaults given to :meth:`task_retention_sweep`); None clears it."""
+
+    async def queue_retention_get(self, tenant_id: str, queue: str) -> RetentionPolicy:
+        """The queue's own retention (an empty policy when it never set one)."""
+
+    async def queue_retention_list(self, tenant_id: str) -> dict[str, RetentionPolicy]:
+        """Every queue of the tenant that has its own retention, by name."""
+
+    async def task_retention_sweep(
+        self, defaults: RetentionPolicy, limit: int, *, archive: TaskArchiver | None = None
+    ) -> int:
+        """Delete up to ``limit`` finished tasks whose ``finished_at`` is older than their
+        queue's period for their status (else ``defaults``, which sets every status) by the
+        store's now, oldest first, with their attempts; a task that is some schedule's last
+        occurrence stays. Their history records stay. With ``archive``, the tasks are handed to
+        it inside the deleting transaction, before it commits: if it raises, nothing is deleted.
+        Returns how many were deleted."""
+
+    async def history_query(self, query: HistoryFilter) -> list[HistoryEvent]:
+        """Up to ``query.limit`` of the tenant's hot history records matching every filter,
+        newest first by ``(at, id)``, after ``query.cursor``. ``ValidationError`` for a filter
+        :func:`duetime.history.events.check_history_filter` refuses."""
+
+    async def history_attempts(self, tenant_id: str, task_id: str) -> list[Attempt]:
+        """The task's attempts as its hot history records them, by number — also after the task
+        left the hot store. ``NotFound`` when the tenant has no record of the task."""
+
+    async def history_partitions_ensure(self, months: Sequence[date]) -> int:
+        """Make the time partitions of ``months`` (first days, UTC) and of any month whose
+        records wait in a catch-all partition, moving them in; returns how many were made.
+        Idempotent. (SQLite has no partitions: 0.)"""
+
+    async def history_months(self) -> list[date]:
+        """The months (first days, UTC) that have a partition or hold hot records, oldest
+        first."""
+
+    async def history_month_counts(self, month: date) -> dict[str, int]:
+        """Hot records of ``month`` per tenant id (tenants with none are absent)."""
+
+    def history_month_rows(self, month: date, batch: int) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every hot record of ``month`` as column → value (the columns of
+        :data:`duetime.history.archive.SCHEMA`; JSON columns as text), grouped by tenant id,
+        then by name, each name's records by time, in lists of up to ``batch``."""
+
+    async def history_month_drop(self, month: date) -> bool:
+        """Remove ``month`` from the hot tier (PostgreSQL: detach and drop its partition, never a
+        mass DELETE; SQLite: delete in bounded batches). False when there was nothing."""

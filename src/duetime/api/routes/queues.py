@@ -22,6 +22,7 @@ from duetime.api.leasing import hub
 from duetime.api.problems import problem_responses
 from duetime.api.queue_schemas import QueueListOut, QueueOut, QueuePutIn, WorkerListOut
 from duetime.errors import NotFound, ValidationError
+from duetime.history.retention import RetentionPolicy, parse_retention
 from duetime.types import Queue, QueueSettings, QueueStats, TaskStatus, WorkerInfo
 
 router = APIRouter(prefix="/v1", tags=["queues"], responses=problem_responses(400, 401, 422, 503))
@@ -90,11 +91,14 @@ async def put_queue(name: str, call: TenantCall, request: Request) -> Response:
                 "not enforce; leave it null",
                 field=field,
             )
+    retention = parse_retention(body.retention or {})
     settings = QueueSettings(max_concurrency=body.max_concurrency, paused=body.paused)
     stored = await call.store.queue_put(call.tenant_id, queue, settings)
+    await call.store.queue_retention_put(call.tenant_id, queue, retention)
     hub(request).forget_queue(call.tenant_id, queue)
     stats = await call.store.queue_stats(call.tenant_id, queue)
-    return render.json_response(queue_json(queue, stored, stats[0] if stats else None))
+    found = queue_json(queue, stored, stats[0] if stats else None)
+    return render.json_response({**found, "retention": retention.to_json()})
 
 
 @router.get(
@@ -104,12 +108,21 @@ async def put_queue(name: str, call: TenantCall, request: Request) -> Response:
 )
 async def list_queues(call: TenantCall) -> Response:
     """Every queue of the tenant, configured or holding tasks, by name."""
-    configured, figures = await asyncio.gather(
-        call.store.queue_list(call.tenant_id), call.store.queue_stats(call.tenant_id)
+    configured, figures, retention = await asyncio.gather(
+        call.store.queue_list(call.tenant_id),
+        call.store.queue_stats(call.tenant_id),
+        call.store.queue_retention_list(call.tenant_id),
     )
     settings = {q.name: q for q in configured}
     stats = {s.name: s for s in figures}
-    items = [queue_json(n, settings.get(n), stats.get(n)) for n in sorted({*settings, *stats})]
+    empty = RetentionPolicy()
+    items = [
+        {
+            **queue_json(n, settings.get(n), stats.get(n)),
+            "retention": retention.get(n, empty).to_json(),
+        }
+        for n in sorted({*settings, *stats})
+    ]
     return render.json_response({"items": items})
 
 
@@ -127,7 +140,9 @@ async def get_queue(name: str, call: TenantCall) -> Response:
     )
     if stored is None and not figures:
         raise NotFound(f"no queue {queue!r}: no task names it and it was never configured")
-    return render.json_response(queue_json(queue, stored, figures[0] if figures else None))
+    found = queue_json(queue, stored, figures[0] if figures else None)
+    retention: RetentionPolicy = await call.store.queue_retention_get(call.tenant_id, queue)
+    return render.json_response({**found, "retention": retention.to_json()})
 
 
 @router.get(

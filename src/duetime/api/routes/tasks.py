@@ -19,6 +19,7 @@ from duetime.api.convert import encode_cursor, path_id, task_filter
 from duetime.api.deps import Caller, TenantCall, body_schema, json_body, tenant_call
 from duetime.api.idempotency import check_repeats
 from duetime.api.problems import problem_responses
+from duetime.api.routes.history import cold_tier
 from duetime.api.schemas import (
     MAX_LIST_LIMIT,
     AttemptListOut,
@@ -30,6 +31,8 @@ from duetime.api.schemas import (
     TaskPatchIn,
 )
 from duetime.errors import NotFound, ValidationError
+from duetime.history.actor import acting_as
+from duetime.history.query import history_attempts
 from duetime.observe import tracing
 from duetime.types import NewTask, TaskCreated
 
@@ -158,7 +161,8 @@ async def patch_task(task_id: str, call: TenantCall, request: Request) -> Respon
     """Change ``run_at``, ``payload``, ``priority`` or ``labels`` of a ``scheduled``,
     ``blocked``, ``ready`` or ``retrying`` task; 409 in any other status."""
     patch = call.builder.patch(await json_body(request, TaskPatchIn))
-    changed = await call.store.task_update(call.tenant_id, _task_id(task_id), patch)
+    with acting_as(call.actor):  # audit
+        changed = await call.store.task_update(call.tenant_id, _task_id(task_id), patch)
     return render.json_response(render.task(changed))
 
 
@@ -170,7 +174,8 @@ async def patch_task(task_id: str, call: TenantCall, request: Request) -> Respon
 async def cancel_task(task_id: str, call: TenantCall) -> Response:
     """Cancel a waiting task at once; a running one ends ``cancelled`` with its attempt (see
     ``cancel_requested``). 409 on a terminal task."""
-    task = await call.store.task_cancel(call.tenant_id, _task_id(task_id))
+    with acting_as(call.actor):  # audit
+        task = await call.store.task_cancel(call.tenant_id, _task_id(task_id))
     return render.json_response(render.task(task))
 
 
@@ -181,7 +186,8 @@ async def cancel_task(task_id: str, call: TenantCall) -> Response:
 )
 async def retry_task(task_id: str, call: TenantCall) -> Response:
     """Make a ``failed`` or ``cancelled`` task ``ready`` again with a new attempt series."""
-    task = await call.store.task_retry(call.tenant_id, _task_id(task_id))
+    with acting_as(call.actor):  # audit
+        task = await call.store.task_retry(call.tenant_id, _task_id(task_id))
     return render.json_response(render.task(task))
 
 
@@ -190,6 +196,11 @@ async def retry_task(task_id: str, call: TenantCall) -> Response:
     summary="Every attempt of a task",
     responses={200: {"model": AttemptListOut, "description": "Attempts"}, **problem_responses(404)},
 )
-async def list_attempts(task_id: str, call: TenantCall) -> Response:
-    items = await call.store.attempt_list(call.tenant_id, _task_id(task_id))
+async def list_attempts(task_id: str, call: TenantCall, request: Request) -> Response:
+    try:
+        items = await call.store.attempt_list(call.tenant_id, _task_id(task_id))
+    except NotFound:  # retired from the hot store: its history still knows its attempts
+        items = await history_attempts(
+            call.store, call.tenant_id, _task_id(task_id), cold_tier(request)
+        )
     return render.json_response({"items": [render.attempt(a) for a in items]})

@@ -35,6 +35,7 @@ from duetime.store.postgres import rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.counters import CounterOps
 from duetime.store.postgres.errors import describe_server, is_unavailable
+from duetime.store.postgres.history import HistoryOps
 from duetime.store.postgres.notifications import NotificationOps
 from duetime.store.postgres.queues import QueueOps
 from duetime.store.postgres.schedules import ScheduleOps
@@ -68,7 +69,7 @@ _SERVER_SETTINGS = {
 }
 
 
-class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps):
+class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps, HistoryOps):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
     ``url`` is a ``postgresql://`` URL. ``clock`` pins the store's time for tests (its
@@ -346,7 +347,7 @@ class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps):
         """Patch a waiting task (see the protocol). ``NotFound``; ``Conflict`` otherwise."""
         if not is_uuid(task_id):
             raise NotFound(f"no task {task_id}")
-        async with self._connection() as conn:
+        async with self._acting() as conn:  # audit: the API caller made this change
             row = await conn.fetchrow(
                 Q["task_update"],
                 self._pinned(),
@@ -369,7 +370,7 @@ class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps):
         if not is_uuid(task_id):
             raise NotFound(f"no task {task_id}")
         pinned = self._pinned()
-        async with self._transaction() as conn:
+        async with self._acting() as conn, conn.transaction():  # audit: the API caller
             row = await conn.fetchrow(Q["task_cancel"], pinned, task_id, tenant_id)
             if row is not None and row["status"] == "cancelled" and row["has_dependents"]:
                 await conn.execute(Q["task_deps_fail"], pinned, [task_id])
@@ -381,7 +382,7 @@ class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps):
         """Replay a failed or cancelled task as a new attempt series, ready now."""
         if not is_uuid(task_id):
             raise NotFound(f"no task {task_id}")
-        async with self._connection() as conn:
+        async with self._acting() as conn:  # audit: the API caller made this change
             row = await conn.fetchrow(Q["task_retry"], self._pinned(), task_id, tenant_id)
         if row is None:
             raise await self._missing_or_conflict(tenant_id, task_id, "retry")

@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
+from duetime.history.actor import current_actor
 from duetime.store.counters import CountKey, Reconciled
 from duetime.store.recorded import recordable
 from duetime.store.sqlite import (
@@ -37,6 +38,7 @@ from duetime.store.sqlite import (
     tasks_engine,
     tenancy,
 )
+from duetime.store.sqlite.history import HistoryOps, with_actor
 from duetime.store.sqlite.notifications import NotificationOps
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
@@ -86,7 +88,7 @@ _BUSY_TIMEOUT_SECONDS = 10.0
 _INTEGRITY_RETRIES = 2
 
 
-class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps):
+class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps):
     """:class:`~duetime.store.protocols.Store` on one SQLite file.
 
     ``path`` is the database file; its directory is created on :meth:`open`. ``synchronous`` is
@@ -202,9 +204,11 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps):
             raise
 
     async def _write(self, body: Tx[T], *, integrity_retries: int = 0) -> T:
+        # Audit: the caller's actor (a context variable, invisible on the database thread).
+        acting = with_actor(body, current_actor.get())
         for attempt in range(integrity_retries + 1):
             try:
-                return await self._call(lambda: self._transaction(body, write=True))
+                return await self._call(lambda: self._transaction(acting, write=True))
             except sqlite3.IntegrityError as exc:
                 if attempt == integrity_retries:
                     raise Conflict(f"conflicting write: {exc}") from exc

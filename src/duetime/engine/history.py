@@ -1,0 +1,177 @@
+"""History maintenance (leader only; SPEC §8, docs/history.md). Each round:
+
+1. retires finished tasks past their retention, in bounded batches, each batch written to the
+   archive (with the ``history`` extra) before its deletion commits;
+2. makes the time partitions of the current and next months (PostgreSQL), and of any month
+   whose records wait in the default partition;
+3. exports each month that ended more than ``hot_days`` ago to the archive (zstd Parquet),
+   verifies the archived row counts against the store's, seals it with a manifest, and only then
+   removes the month from the store (PostgreSQL: detach and drop the partition).
+
+Idempotent if a node dies anywhere: a month without a manifest is written again (files are moved
+into place whole, so a half-written file is never read); a sealed month whose removal was cut
+short is just removed (:func:`duetime.history.partitions.export_needed`); every retention batch
+is one transaction. Without the ``history`` extra (pyarrow) steps 1-2 are skipped and the hot
+store keeps every month.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING
+
+from duetime.clock import Clock
+from duetime.config import Settings
+from duetime.engine.leader import Leader
+from duetime.engine.service import Service
+from duetime.history.partitions import (
+    export_needed,
+    month_label,
+    months_ahead,
+    months_due_for_export,
+)
+from duetime.history.retention import RetentionPolicy, default_policy
+from duetime.store import Store
+
+if TYPE_CHECKING:
+    from duetime.history.archive import Archive
+
+log = logging.getLogger("duetime.engine")
+
+
+class ExportMismatch(Exception):
+    """The archive does not hold what the store holds for a month; the month stays hot."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryConfig:
+    """How the maintenance service works; :meth:`from_settings` reads ``DUETIME_*``."""
+
+    defaults: RetentionPolicy
+    batch: int = 1000
+    max_batches: int = 10
+    interval: float = 60.0
+    backlog_pause: float = 0.5
+    """Between rounds while a backlog remains: room for the hot path between batches."""
+    hot_days: int = 30
+    export_batch: int = 50_000
+    months_per_round: int = 1
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HistoryConfig:
+        defaults = default_policy(
+            settings.retention_succeeded, settings.retention_failed, settings.retention_cancelled
+        )
+        return cls(
+            defaults=defaults,
+            batch=settings.retention_batch,
+            interval=settings.history_interval_seconds,
+            hot_days=settings.hot_days,
+        )
+
+
+def open_archive(location: str) -> Archive | None:
+    """The archive at ``location``, or None when the ``history`` extra is not installed."""
+    try:
+        from duetime.history.archive import Archive
+    except ImportError:
+        log.warning("history: pyarrow is not installed; months stay in the hot store")
+        return None
+    return Archive(location)
+
+
+class HistoryMaintenance(Service):
+    """Leader-only: ``run_once()`` does one round (see the module docstring) and returns how
+    many tasks it retired plus how many months it archived."""
+
+    name = "history"
+
+    def __init__(
+        self,
+        store: Store,
+        leader: Leader,
+        clock: Clock,
+        config: HistoryConfig,
+        archive: Archive | None = None,
+    ) -> None:
+        super().__init__(clock)
+        self._store = store
+        self._leader = leader
+        self.config = config
+        self.archive = archive
+        self._backlog = False
+
+    async def run_once(self) -> int:
+        self._backlog = False
+        if not self._leader.is_leader:
+            return 0
+        # Retention first: a month that cannot be archived (and raises) must not hold it up.
+        retired = await self.retention_round()
+        archived = 0 if self.archive is None else await self.archive_round()
+        return retired + archived
+
+    async def archive_round(self) -> int:
+        """Partitions ahead, then export, verify and remove due months. Returns months done."""
+        now = await self._store.now()
+        await self._store.history_partitions_ensure(months_ahead(now))
+        due = months_due_for_export(await self._store.history_months(), now, self.config.hot_days)
+        done = 0
+        for month in due[: self.config.months_per_round]:
+            await self.month_archive(month)
+            done += 1
+        if len(due) > self.config.months_per_round:
+            self._backlog = True
+        return done
+
+    async def month_archive(self, month: date) -> None:
+        """Export ``month``, verify it, seal it, remove it from the store (idempotent)."""
+        archive = self.archive
+        assert archive is not None
+        hot = await self._store.history_month_counts(month)
+        manifest = await archive.manifest(month)
+        sealed = None if manifest is None else dict(manifest["tenants"])
+        if export_needed(sealed, hot):
+            rows = self._store.history_month_rows(month, self.config.export_batch)
+            written = await archive.month_write(month, rows)
+            on_disk = await archive.month_counts(month, list(written))
+            if written != hot or on_disk != hot:
+                raise ExportMismatch(
+                    f"history {month_label(month)}: store {hot}, written {written}, "
+                    f"archived {on_disk}; the month stays in the store"
+                )
+            # Tenants sealed before keep their files and counts (a month is exported once in
+            # practice; this keeps a second export from forgetting anyone).
+            sealed = {**(sealed or {}), **hot}
+            await archive.month_seal(month, sealed)
+        else:
+            assert sealed is not None
+            on_disk = await archive.month_counts(month, list(sealed))
+            if on_disk != sealed:
+                raise ExportMismatch(
+                    f"history {month_label(month)}: manifest {sealed}, archived {on_disk}"
+                )
+        await self._store.history_month_drop(month)
+        log.info("history: archived %s (%d records)", month_label(month), sum(sealed.values()))
+
+    async def retention_round(self) -> int:
+        """Retire finished tasks past their retention, at most ``max_batches`` batches."""
+        retired = 0
+        for _ in range(self.config.max_batches):
+            swept = await self._store.task_retention_sweep(
+                self.config.defaults,
+                self.config.batch,
+                archive=None if self.archive is None else self.archive.tasks_write,
+            )
+            retired += swept
+            if swept < self.config.batch:
+                break
+        else:
+            self._backlog = True
+        if retired:
+            log.info("history: retired %d finished tasks past their retention", retired)
+        return retired
+
+    async def wait(self, did: int) -> None:
+        await self._pause(self.config.backlog_pause if self._backlog else self.config.interval)

@@ -1,0 +1,116 @@
+"""Bulk replay/cancel and history through the SDK (async and sync) and the CLI, against the
+real API on SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from duetime import cli
+from duetime.api.app import create_app
+from duetime.config import Settings
+from duetime.sdk import ApiValidationError, AsyncClient, Client, worker_target
+from duetime.store import Store, store_from_url
+
+BASE = "http://duetime.test"
+
+
+@pytest.fixture
+async def store(sqlite_url: str) -> AsyncIterator[Store]:
+    s = store_from_url(sqlite_url)
+    await s.open()
+    await s.migrate()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def transport(store: Store) -> httpx.ASGITransport:
+    return httpx.ASGITransport(app=create_app(Settings(), store))  # dev mode
+
+
+async def _fail_all(client: AsyncClient, queue: str) -> None:
+    for lease in await client.lease_tasks(queue, worker_id="w", max_tasks=100, wait_seconds=0):
+        await client.fail_lease(lease.lease_id, error="down", retryable=False)
+
+
+async def test_sdk_replay_and_cancel_by_filter(transport: httpx.ASGITransport) -> None:
+    async with AsyncClient(BASE, transport=transport) as client:
+        for _ in range(3):
+            await client.create_task(target=worker_target(), queue="mail", labels={"k": "v"})
+        await _fail_all(client, "mail")
+        done = await client.replay_tasks(queue="mail", labels={"k": "v"}, rate_per_second=1000)
+        assert (done.matched, done.changed) == (3, 3)
+        assert (await client.list_tasks(status="ready", queue="mail")).items.__len__() == 3
+        cancelled = await client.cancel_tasks(queue="mail", status="ready", max_tasks=2)
+        assert (cancelled.matched, cancelled.changed) == (2, 2)
+        with pytest.raises(ApiValidationError):
+            await client.replay_tasks(status="ready")
+
+
+@pytest.fixture
+def cli_client(transport: httpx.ASGITransport) -> Iterator[None]:
+    original = cli.client_factory
+
+    def factory(url: str, api_key: str | None) -> Client:
+        return Client(BASE, api_key, transport=transport)
+
+    cli.client_factory = factory
+    try:
+        yield
+    finally:
+        cli.client_factory = original
+
+
+def test_cli_replay_and_cancel_matching(cli_client: None, transport: httpx.ASGITransport) -> None:
+    with Client(BASE, transport=transport) as client:
+        client.create_task(target=worker_target(), queue="q", run_at=None)
+        client.create_task(target=worker_target(), queue="q", delay_seconds=3600)
+    runner = CliRunner()
+    cancelled = runner.invoke(cli.app, ["task", "cancel-matching", "--status", "scheduled"])
+    assert cancelled.exit_code == 0, cancelled.output
+    assert orjson.loads(cancelled.stdout) == {"matched": 1, "changed": 1}
+    replayed = runner.invoke(
+        cli.app, ["task", "replay", "--status", "cancelled", "--queue", "q", "--rate", "50"]
+    )
+    assert replayed.exit_code == 0, replayed.output
+    assert orjson.loads(replayed.stdout) == {"matched": 1, "changed": 1}
+    bad = runner.invoke(cli.app, ["task", "replay", "--status", "running"])
+    assert bad.exit_code == 1 and "status" in bad.output
+
+
+async def test_sdk_history_pages(transport: httpx.ASGITransport) -> None:
+    async with AsyncClient(BASE, transport=transport) as client:
+        task = await client.create_task(target=worker_target(), queue="h", name="n")
+        await _fail_all(client, "h")
+        page = await client.list_history(task_id=task.id, limit=2)
+        assert len(page.items) == 2 and page.next_cursor
+        every = [e async for e in client.iter_history(task_id=task.id, page_size=2)]
+        assert [e.kind for e in every].count("attempt") == 1
+        assert every[-1].to_status == "ready" and every[-1].from_status is None
+        failed = await client.list_history(kind="attempt", outcome=["failed"], name="n")
+        assert [e.error for e in failed.items] == ["down"]
+
+
+def test_cli_history(cli_client: None, transport: httpx.ASGITransport) -> None:
+    with Client(BASE, transport=transport) as client:
+        task = client.create_task(target=worker_target(), queue="q")
+        client.cancel_task(task.id)
+    runner = CliRunner()
+    out = runner.invoke(cli.app, ["history", "--task-id", task.id])
+    assert out.exit_code == 0, out.output
+    items = orjson.loads(out.stdout)["items"]
+    assert [(e["from_status"], e["to_status"], e["actor"]) for e in items] == [
+        ("ready", "cancelled", "dev"),
+        (None, "ready", "api"),
+    ]
+    lines = runner.invoke(cli.app, ["history", "--all", "--kind", "task", "--limit", "1"])
+    assert lines.exit_code == 0 and len(lines.stdout.strip().splitlines()) == 2
+    bad = runner.invoke(cli.app, ["history", "--kind", "nope"])
+    assert bad.exit_code == 1 and "kind" in bad.output
