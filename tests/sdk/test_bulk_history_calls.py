@@ -12,11 +12,12 @@ from typer.testing import CliRunner
 
 from duetime import cli
 from duetime.api.app import create_app
+from duetime.cli import common
 from duetime.config import Settings
 from duetime.sdk import ApiValidationError, AsyncClient, Client, worker_target
 from duetime.store import Store, store_from_url
 
-BASE = "http://duetime.test"
+BASE = "http://127.0.0.1:8080"  # dev mode answers loopback hosts only
 
 
 @pytest.fixture
@@ -56,16 +57,16 @@ async def test_sdk_replay_and_cancel_by_filter(transport: httpx.ASGITransport) -
 
 @pytest.fixture
 def cli_client(transport: httpx.ASGITransport) -> Iterator[None]:
-    original = cli.client_factory
+    original = common.client_factory
 
     def factory(url: str, api_key: str | None) -> Client:
         return Client(BASE, api_key, transport=transport)
 
-    cli.client_factory = factory
+    common.client_factory = factory
     try:
         yield
     finally:
-        cli.client_factory = original
+        common.client_factory = original
 
 
 def test_cli_replay_and_cancel_matching(cli_client: None, transport: httpx.ASGITransport) -> None:
@@ -82,7 +83,7 @@ def test_cli_replay_and_cancel_matching(cli_client: None, transport: httpx.ASGIT
     assert replayed.exit_code == 0, replayed.output
     assert orjson.loads(replayed.stdout) == {"matched": 1, "changed": 1}
     bad = runner.invoke(cli.app, ["task", "replay", "--status", "running"])
-    assert bad.exit_code == 1 and "status" in bad.output
+    assert bad.exit_code == 6 and "status" in bad.output  # validation
 
 
 async def test_sdk_history_pages(transport: httpx.ASGITransport) -> None:
@@ -113,4 +114,4 @@ def test_cli_history(cli_client: None, transport: httpx.ASGITransport) -> None:
     lines = runner.invoke(cli.app, ["history", "--all", "--kind", "task", "--limit", "1"])
     assert lines.exit_code == 0 and len(lines.stdout.strip().splitlines()) == 2
     bad = runner.invoke(cli.app, ["history", "--kind", "nope"])
-    assert bad.exit_code == 1 and "kind" in bad.output
+    assert bad.exit_code == 6 and "kind" in bad.output

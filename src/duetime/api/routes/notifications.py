@@ -24,7 +24,7 @@ from duetime.types import NotificationSettings
 router = APIRouter(
     prefix="/v1/tenant/notifications",
     tags=["tenant"],
-    responses=problem_responses(401, 422, 503),
+    responses=problem_responses(400, 401, 422, 503),
 )
 
 EventType = Literal["task.dead_lettered", "schedule.tick_missed"]
