@@ -10,7 +10,8 @@ batch write:
 3. On any other error, split the batch in two and write each half the same way (a batch is one
    transaction, all or nothing, so nothing of the failed call was recorded); a healthy half is
    written once, a bad one split again, until the bad item is alone.
-4. The bad item alone: record it as a failure (for a completion, a failed, non-retryable attempt
+4. The bad item alone is written once more (a passing fault gets a second chance); if it fails
+   again, record it as a failure (for a completion, a failed, non-retryable attempt
    with the reason ``could not record <outcome>: <error class>: <message>``); if even that
    cannot be written, log it and skip it. The loop goes on.
 """
@@ -56,7 +57,14 @@ async def bisect(
         raise
     except Exception as exc:
         if len(items) == 1:
-            return [await alone(items[0], exc)]
+            # Once more before blaming it: a passing fault the store did not report as an
+            # outage (a connection killed mid-statement) must not fail a healthy task.
+            try:
+                return await write(items)
+            except StoreUnavailable:
+                raise
+            except Exception as again:
+                return [await alone(items[0], again)]
         if not items:
             raise
         log.warning(

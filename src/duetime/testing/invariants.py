@@ -39,6 +39,7 @@ class TaskRow:
     id: str
     status: str
     attempts: int
+    last_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,8 @@ class Report:
     explained: int = 0
     resent: int = 0
     lost: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    """The ``last_error`` of tasks that ended ``failed``, counted (to tell a fault from a bug)."""
     violations: list[str] = field(default_factory=list)
 
     def assert_ok(self) -> None:
@@ -80,6 +83,7 @@ class Report:
             f"attempts={self.attempts} outcomes={dict(sorted(self.outcomes.items()))} "
             f"deliveries={self.deliveries} duplicates={self.duplicates} "
             f"explained={self.explained} resent={self.resent} lost={self.lost}"
+            + (f" failures={self.failures}" if self.failures else "")
         )
 
 
@@ -87,7 +91,7 @@ async def read_postgres(url: str) -> tuple[list[TaskRow], list[AttemptRow]]:
     """Every task and attempt of the PostgreSQL database at ``url``."""
     conn = await asyncpg.connect(url, timeout=10)
     try:
-        tasks = await conn.fetch("SELECT id::text AS id, status, attempts FROM tasks")
+        tasks = await conn.fetch("SELECT id::text AS id, status, attempts, last_error FROM tasks")
         attempts = await conn.fetch(
             "SELECT task_id::text AS task_id, number, outcome, finished_at IS NOT NULL AS done "
             "FROM attempts"
@@ -95,7 +99,7 @@ async def read_postgres(url: str) -> tuple[list[TaskRow], list[AttemptRow]]:
     finally:
         await conn.close()
     return (
-        [TaskRow(r["id"], r["status"], r["attempts"]) for r in tasks],
+        [TaskRow(r["id"], r["status"], r["attempts"], r["last_error"]) for r in tasks],
         [AttemptRow(r["task_id"], r["number"], r["outcome"], r["done"]) for r in attempts],
     )
 
@@ -104,14 +108,14 @@ def read_sqlite(path: str) -> tuple[list[TaskRow], list[AttemptRow]]:
     """Every task and attempt of the SQLite file at ``path`` (opened read-only)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
-        tasks = conn.execute("SELECT id, status, attempts FROM tasks").fetchall()
+        tasks = conn.execute("SELECT id, status, attempts, last_error FROM tasks").fetchall()
         attempts = conn.execute(
             "SELECT task_id, number, outcome, finished_at IS NOT NULL FROM attempts"
         ).fetchall()
     finally:
         conn.close()
     return (
-        [TaskRow(str(i), str(s), int(a)) for i, s, a in tasks],
+        [TaskRow(str(i), str(s), int(a), e) for i, s, a, e in tasks],
         [AttemptRow(str(t), int(n), str(o), bool(d)) for t, n, o, d in attempts],
     )
 
@@ -138,6 +142,7 @@ def check(
     bad = report.violations
     statuses: collections.Counter[str] = collections.Counter()
     outcomes: collections.Counter[str] = collections.Counter()
+    failures: collections.Counter[str] = collections.Counter()
     for task_id in sorted(wanted):
         task = by_id.get(task_id)
         if task is None:
@@ -145,6 +150,8 @@ def check(
             bad.append(f"{task_id}: accepted but not stored")
             continue
         statuses[task.status] += 1
+        if task.status == "failed":
+            failures[(task.last_error or "")[:200]] += 1
         if task.status not in TERMINAL:
             report.lost += 1
             bad.append(f"{task_id}: ended in {task.status!r}, not a terminal state")
@@ -169,6 +176,7 @@ def check(
         _explain(report, task_id, seen, per_task.get(task_id, []), by_id.get(task_id))
     report.statuses = dict(statuses)
     report.outcomes = dict(outcomes)
+    report.failures = dict(failures.most_common(5))
     return report
 
 
