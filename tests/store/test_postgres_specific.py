@@ -485,3 +485,34 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
                 assert index in used, f"{name} does not use {index}: {used}"
         finally:
             await conn.close()
+
+
+async def test_the_history_update_trigger_always_hash_joins(pg_url: str) -> None:
+    """Its two transition tables have no statistics and the claim runs with enable_sort off:
+    with a nested loop the http burst fell from ~12,600 to ~1,950 tasks/s (docs/benchmarks.md).
+    Here, a 2,000-row status change in a claim-like transaction records every row, and the
+    function carries the planner settings that keep the join a hash join."""
+    store = PostgresStore(pg_url)
+    await store.open()
+    try:
+        tenant = await store.tenant_create("acme")
+        await store.task_create_many(
+            [NewTask(tenant_id=tenant.id, target={"type": "worker"}) for _ in range(2000)]
+        )
+    finally:
+        await store.close()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        config = await conn.fetchval(
+            "SELECT proconfig FROM pg_proc WHERE proname = 'history_tasks_updated'"
+        )
+        assert {"enable_nestloop=off", "enable_sort=on"} <= set(config)
+        async with conn.transaction():
+            await conn.execute("SET LOCAL enable_sort = off")
+            await conn.execute("UPDATE tasks SET status = 'cancelled', updated_at = now()")
+        recorded = await conn.fetchval(
+            "SELECT count(*) FROM history WHERE kind = 'task' AND to_status = 'cancelled'"
+        )
+        assert recorded == 2000
+    finally:
+        await conn.close()

@@ -108,7 +108,11 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION history_tasks_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+-- The join of the two transition tables has no statistics, and the dispatcher's claim runs with
+-- enable_sort off: the planner then chose a nested loop (N x N comparisons per statement), which
+-- cut the http burst from ~12,600 to ~1,950 tasks/s. A hash join is always right here.
+CREATE FUNCTION history_tasks_updated() RETURNS trigger LANGUAGE plpgsql
+    SET enable_nestloop = off SET enable_sort = on AS $$
 DECLARE
     who text := duetime_actor();
 BEGIN
