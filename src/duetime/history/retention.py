@@ -58,6 +58,11 @@ class RetentionPolicy:
     failed: float | None = None
     cancelled: float | None = None
 
+    @classmethod
+    def of_row(cls, row: Any) -> RetentionPolicy:
+        """The policy of a ``queue_retention`` row (either store's)."""
+        return cls(row["succeeded_seconds"], row["failed_seconds"], row["cancelled_seconds"])
+
     def seconds(self, status: str) -> float | None:
         """The period of ``status`` (one of :data:`RETAINED_STATUSES`)."""
         value: float | None = getattr(self, status)

@@ -113,18 +113,13 @@ class HistoryOps:
             r = await conn.fetchrow(HQ["queue_retention_get"], tenant_id, queue)
         if r is None:
             return RetentionPolicy()
-        return RetentionPolicy(r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"])
+        return RetentionPolicy.of_row(r)
 
     async def queue_retention_list(self, tenant_id: str) -> dict[str, RetentionPolicy]:
         """Every queue of the tenant with its own retention, by name."""
         async with self._connection() as conn:
             found = await conn.fetch(HQ["queue_retention_list"], tenant_id)
-        return {
-            r["queue"]: RetentionPolicy(
-                r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"]
-            )
-            for r in found
-        }
+        return {r["queue"]: RetentionPolicy.of_row(r) for r in found}
 
     async def task_retention_sweep(
         self, defaults: RetentionPolicy, limit: int, *, archive: TaskArchiver | None = None

@@ -247,7 +247,7 @@ class HistoryOps:
         )
         if r is None:
             return RetentionPolicy()
-        return RetentionPolicy(r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"])
+        return RetentionPolicy.of_row(r)
 
     async def queue_retention_list(self, tenant_id: str) -> dict[str, RetentionPolicy]:
         """Every queue of the tenant with its own retention, by name."""
@@ -255,12 +255,7 @@ class HistoryOps:
         found = await self._read(
             lambda conn, now: conn.execute(HQ["queue_retention_list"], where).fetchall()
         )
-        return {
-            r["queue"]: RetentionPolicy(
-                r["succeeded_seconds"], r["failed_seconds"], r["cancelled_seconds"]
-            )
-            for r in found
-        }
+        return {r["queue"]: RetentionPolicy.of_row(r) for r in found}
 
     async def task_retention_sweep(
         self, defaults: RetentionPolicy, limit: int, *, archive: TaskArchiver | None = None
