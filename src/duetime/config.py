@@ -52,6 +52,9 @@ class Settings:
     admin_token: str | None = None
     # A bearer token that may read /metrics (besides the admin token); dev mode needs none.
     metrics_token: str | None = None
+    # The Fernet key that seals broker credentials at rest (duetime/delivery/sealing.py); unset:
+    # a key file in the data directory. Nodes sharing a store must share it.
+    secret_key: str | None = None
     allow_private_targets: bool = False
     max_payload_bytes: int = 256 * 1024
     node_id: str = field(default_factory=_default_node_id)
@@ -146,6 +149,15 @@ class Settings:
             )
         if self.dispatch_concurrency < self.dispatch_process_count:
             raise ConfigError("dispatch_concurrency must be at least dispatch_processes")
+        if self.secret_key:
+            from cryptography.fernet import Fernet  # the server's extra; only when a key is set
+
+            try:
+                Fernet(self.secret_key)
+            except ValueError:
+                raise ConfigError(
+                    "DUETIME_SECRET_KEY must be a Fernet key (32 url-safe base64-encoded bytes)"
+                ) from None
         if self.max_connections_per_origin < self.dispatch_process_count:
             raise ConfigError("max_connections_per_origin must be at least dispatch_processes")
         check_log_level(self.log_level)

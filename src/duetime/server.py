@@ -118,8 +118,11 @@ def build_deliverers(settings: Settings) -> dict[TargetType, Deliverer]:
     return build(settings)
 
 
-def build_target_validator(settings: Settings) -> Callable[[Mapping[str, Any]], None]:
-    """Checks a target at create time, so a task that can never be delivered is a 422."""
+def build_target_validator(
+    settings: Settings,
+) -> Callable[[Mapping[str, Any]], Mapping[str, Any] | None]:
+    """Checks a target at create time, so a task that can never be delivered is a 422 (and
+    returns it with a broker URL's secret sealed, when it has one)."""
     from duetime.delivery.registry import target_validator
 
     return target_validator(settings)

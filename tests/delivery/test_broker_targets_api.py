@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,9 +26,12 @@ from duetime.types import TargetType
 
 
 @pytest.fixture
-async def node(sqlite_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Store]]:
-    """A dev-mode node (private targets allowed): the API in-process and a running engine."""
-    settings = Settings(db=sqlite_url, poll_interval_seconds=0.1, leader_ttl_seconds=3)
+async def node(sqlite_url: str, tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Store]]:
+    """A dev-mode node (private targets allowed): the API in-process and a running engine; its
+    data directory (where the key that seals broker credentials is made) is the test's."""
+    settings = Settings(
+        db=sqlite_url, data_dir=tmp_path, poll_interval_seconds=0.1, leader_ttl_seconds=3
+    )
     store = store_from_url(sqlite_url, clock=SystemClock())
     await store.open()
     await store.migrate()
@@ -72,7 +76,7 @@ async def test_tasks_reach_all_three_brokers_and_passwords_stay_hidden(
     nats_url: str,
     redis_url: str,
 ) -> None:
-    client, _ = node
+    client, store = node
     queue = unique("q")
     await rabbit.queue_declare(queue, auto_delete=False)
     stream = unique("s").replace("-", "_")
@@ -103,6 +107,10 @@ async def test_tasks_reach_all_three_brokers_and_passwords_stay_hidden(
         assert shown == str(URL(amqp_url).with_password("***"))
         listed = (await client.get("/v1/tasks")).json()["items"]
         assert all(":guest@" not in t["target"].get("url", "") for t in listed)
+        # The store holds it sealed (duetime.delivery.sealing), and yet it was delivered above.
+        stored = await store.task_get("default", ids["amqp"])  # dev mode's one tenant
+        assert stored is not None
+        assert ":guest@" not in stored.target["url"] and ":dtenc1." in stored.target["url"]
     finally:
         await rabbit.queue_delete(queue)
         await jetstream.delete_stream(stream)

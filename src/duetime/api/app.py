@@ -125,7 +125,7 @@ def create_app(
     settings: Settings,
     store: Store,
     *,
-    validate_target: Callable[[Mapping[str, Any]], None] | None = None,
+    validate_target: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None,
 ) -> FastAPI:
     """The API over an opened, migrated ``store`` (the caller owns its life cycle).
 

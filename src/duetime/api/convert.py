@@ -28,8 +28,10 @@ from duetime.store.protocols import Store
 from duetime.text import check
 from duetime.types import NewTask, RetryPolicy, TaskFilter, TaskPatch, TaskStatus
 
-TargetCheck = Callable[[Mapping[str, Any]], None]
-"""Hook run on every target at create time; raises ``ValidationError`` (or ``ValueError``)."""
+TargetCheck = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+"""Hook run on every target at create time; raises ``ValidationError`` (or ``ValueError``), and
+returns the target to store when that differs from the one given (a broker URL's secret sealed),
+else None."""
 
 DEFAULT_RETRY = RetryPolicy()
 MAX_FILTER_CHARS = 1024
@@ -86,7 +88,7 @@ class TaskBuilder:
             run_at = now + timedelta(seconds=body.delay_seconds)
         target = body.target.model_dump()
         if self.validate_target is not None:
-            self._check_target(target, prefix)
+            target = dict(self._check_target(target, prefix))
         return NewTask(
             tenant_id=tenant_id,
             target=target,
@@ -105,10 +107,12 @@ class TaskBuilder:
             payload_ref=body.payload_ref,
         )
 
-    def _check_target(self, target: Mapping[str, Any], prefix: str) -> None:
+    def _check_target(self, target: Mapping[str, Any], prefix: str) -> Mapping[str, Any]:
+        """``target`` as it is stored: checked, and changed where the check says (a broker
+        URL's secret sealed)."""
         assert self.validate_target is not None
         try:
-            self.validate_target(target)
+            return self.validate_target(target) or target
         except ValidationError as exc:
             raise ValidationError(exc.detail, field=prefix + (exc.field or "target")) from None
         except ValueError as exc:

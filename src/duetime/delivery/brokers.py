@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -42,7 +42,8 @@ from duetime.delivery.netguard import (
     literal_address,
 )
 from duetime.delivery.redact import scrub
-from duetime.errors import ValidationError
+from duetime.delivery.sealing import PREFIX, Sealer, SealError
+from duetime.errors import ConfigError, ValidationError
 from duetime.types import AttemptOutcome
 
 __all__ = [
@@ -256,8 +257,11 @@ class BrokerDeliverer(Generic[C]):
         max_batch: int = 500,
         parallel: int | None = None,
         max_links: int = 256,
+        sealer: Callable[[], Sealer] | None = None,
     ) -> None:
         self.allow_private = allow_private
+        self._make_sealer = sealer
+        self._sealer: Sealer | None = None
         self.max_batch = max_batch
         self.parallel = parallel or self.default_parallel
         self.max_links = max_links
@@ -317,11 +321,22 @@ class BrokerDeliverer(Generic[C]):
             return host
         return str(answers[0]["host"])
 
+    def open_url(self, url: str) -> str:
+        """``url`` with its sealed secret opened (:mod:`duetime.delivery.sealing`)."""
+        if PREFIX not in url or self._make_sealer is None:
+            return url
+        if self._sealer is None:
+            self._sealer = self._make_sealer()
+        return self._sealer.open_url(url)
+
     async def deliver(self, delivery: Delivery) -> Outcome:
         """Publish the task's payload once and wait for the broker's confirm. Never raises."""
-        url = str(delivery.task.target.get("url", ""))
         try:
-            return await self._deliver(delivery)
+            url = self.open_url(str(delivery.task.target.get("url", "")))
+        except (SealError, ConfigError, ValueError) as exc:  # another node's key: try again there
+            return Outcome(AttemptOutcome.FAILED, retryable=True, error=f"{self.kind}: {exc}")
+        try:
+            return await self._deliver(delivery, url)
         except (Refused, SigningError) as exc:
             error = _short(scrub(str(exc), url))
             return Outcome(AttemptOutcome.FAILED, retryable=False, error=error)
@@ -338,14 +353,13 @@ class BrokerDeliverer(Generic[C]):
                 text = f"{self.kind}: {type(exc).__name__}: {text}"
             return Outcome(AttemptOutcome.FAILED, retryable=True, error=_short(scrub(text, url)))
 
-    async def _deliver(self, delivery: Delivery) -> Outcome:
+    async def _deliver(self, delivery: Delivery, url: str) -> Outcome:
         if self._closed:
             raise BrokerError("deliverer is closed")
         task = delivery.task
         parsed = self.parse_target(task.target)
         body = task.payload_json.encode()
         headers = message_headers(delivery, body, int(self._clock.now().timestamp()))
-        url = str(task.target["url"])
         key = (task.tenant_id, url)
         link = self._links.pop(key, None)
         if link is None:

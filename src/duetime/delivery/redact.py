@@ -15,13 +15,13 @@ from urllib.parse import quote, unquote
 
 from yarl import URL
 
-__all__ = ["REDACTED", "public_target", "redact_url", "scrub"]
+__all__ = ["REDACTED", "public_target", "redact_url", "scrub", "secret_of"]
 
 REDACTED = "***"
 BROKER_TYPES = frozenset({"amqp", "nats", "redis"})
 
 
-def _secret(parsed: URL) -> tuple[str | None, bool]:
+def secret_of(parsed: URL) -> tuple[str | None, bool]:
     """The secret in a URL's user info, and whether it sits in the user slot: the password, or
     for ``nats://token@host`` the token NATS reads from the user name."""
     if parsed.password is not None:
@@ -35,7 +35,7 @@ def redact_url(url: str) -> str:
     """``url`` with its secret (a password, or a NATS token) replaced by ``***``."""
     try:
         parsed = URL(url)
-        secret, in_user = _secret(parsed)
+        secret, in_user = secret_of(parsed)
     except (ValueError, TypeError):
         return url
     if secret is None:
@@ -58,7 +58,7 @@ def public_target(target: Mapping[str, Any]) -> Mapping[str, Any]:
 def scrub(text: str, url: str) -> str:
     """``text`` (a broker's error, say) without the secret of ``url`` in any spelling."""
     try:
-        password, _ = _secret(URL(url))
+        password, _ = secret_of(URL(url))
     except (ValueError, TypeError):
         return text
     if password:

@@ -19,6 +19,8 @@ from typing import Any
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.delivery.netguard import Resolver
+from duetime.delivery.redact import BROKER_TYPES
+from duetime.delivery.sealing import Sealer, sealer_for
 from duetime.errors import ValidationError
 from duetime.types import TargetType
 
@@ -102,22 +104,27 @@ def build_deliverers(
         if kind.type is TargetType.HTTP:
             options["max_connections"] = settings.dispatch_concurrency
             options["max_per_origin"] = settings.max_connections_per_origin
+        else:  # a broker: it opens sealed credentials with the node's key, on first need
+            options["sealer"] = functools.partial(sealer_for, settings)
         out[kind.type] = cls(**options)
     return out
 
 
 def target_validator(
     settings: Settings, kinds: Sequence[Kind] = KINDS
-) -> Callable[[Mapping[str, Any]], None]:
-    """Checks a target at create time, so a task that can never be delivered is a 422."""
+) -> Callable[[Mapping[str, Any]], Mapping[str, Any] | None]:
+    """Checks a target at create time, so a task that can never be delivered is a 422; returns
+    the target to store when it differs: a broker URL with its secret sealed
+    (:mod:`duetime.delivery.sealing`)."""
     allow_private = settings.private_targets_allowed
     by_name = {kind.type.value: kind for kind in kinds}
     checkers: dict[str, Callable[..., None]] = {}
+    sealers: list[Sealer] = []  # made on first use: only a credential needs the key
 
-    def validate(target: Mapping[str, Any]) -> None:
+    def validate(target: Mapping[str, Any]) -> Mapping[str, Any] | None:
         kind_name = target.get("type")
         if kind_name == TargetType.WORKER:
-            return
+            return None
         kind = by_name.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None:
             served = ", ".join(sorted({TargetType.WORKER, *served_types(kinds)}))
@@ -134,5 +141,13 @@ def target_validator(
         if check is None:
             check = checkers[kind.type] = kind.load(kind.checker)
         check(target, allow_private=allow_private)
+        url = target.get("url")
+        if kind_name in BROKER_TYPES and isinstance(url, str):
+            if not sealers:
+                sealers.append(sealer_for(settings))
+            sealed = sealers[0].seal_url(url)
+            if sealed != url:
+                return {**target, "url": sealed}
+        return None
 
     return validate
