@@ -56,6 +56,8 @@ __all__ = [
 ]
 
 _ERROR_LIMIT = 300
+_MAX_OPENED = 4096
+"""Opened broker URLs kept in memory per deliverer (the sealed text is the key)."""
 
 
 class Refused(Exception):
@@ -262,6 +264,7 @@ class BrokerDeliverer(Generic[C]):
         self.allow_private = allow_private
         self._make_sealer = sealer
         self._sealer: Sealer | None = None
+        self._opened: dict[str, str] = {}
         self.max_batch = max_batch
         self.parallel = parallel or self.default_parallel
         self.max_links = max_links
@@ -322,12 +325,19 @@ class BrokerDeliverer(Generic[C]):
         return str(answers[0]["host"])
 
     def open_url(self, url: str) -> str:
-        """``url`` with its sealed secret opened (:mod:`duetime.delivery.sealing`)."""
+        """``url`` with its sealed secret opened (:mod:`duetime.delivery.sealing`); each sealed
+        URL is opened once, then found in memory (a burst to one broker opens it once)."""
         if PREFIX not in url or self._make_sealer is None:
             return url
-        if self._sealer is None:
-            self._sealer = self._make_sealer()
-        return self._sealer.open_url(url)
+        opened = self._opened.get(url)
+        if opened is None:
+            if self._sealer is None:
+                self._sealer = self._make_sealer()
+            opened = self._sealer.open_url(url)
+            if len(self._opened) >= _MAX_OPENED:
+                self._opened.clear()
+            self._opened[url] = opened
+        return opened
 
     async def deliver(self, delivery: Delivery) -> Outcome:
         """Publish the task's payload once and wait for the broker's confirm. Never raises."""
