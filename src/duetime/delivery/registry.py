@@ -110,6 +110,10 @@ def build_deliverers(
     return out
 
 
+_MAX_SEALED = 4096
+"""Broker URLs whose sealed form a node keeps, so the same URL is stored the same way."""
+
+
 def target_validator(
     settings: Settings, kinds: Sequence[Kind] = KINDS
 ) -> Callable[[Mapping[str, Any]], Mapping[str, Any] | None]:
@@ -120,6 +124,9 @@ def target_validator(
     by_name = {kind.type.value: kind for kind in kinds}
     checkers: dict[str, Callable[..., None]] = {}
     sealers: list[Sealer] = []  # made on first use: only a credential needs the key
+    # A URL sealed once is stored the same way after (a Fernet token is random each time):
+    # the deliverers then open each distinct URL once, not once per task.
+    sealed_urls: dict[str, str] = {}
 
     def validate(target: Mapping[str, Any]) -> Mapping[str, Any] | None:
         kind_name = target.get("type")
@@ -143,9 +150,14 @@ def target_validator(
         check(target, allow_private=allow_private)
         url = target.get("url")
         if kind_name in BROKER_TYPES and isinstance(url, str):
-            if not sealers:
-                sealers.append(sealer_for(settings))
-            sealed = sealers[0].seal_url(url)
+            sealed = sealed_urls.get(url)
+            if sealed is None:
+                if not sealers:
+                    sealers.append(sealer_for(settings))
+                sealed = sealers[0].seal_url(url)
+                if len(sealed_urls) >= _MAX_SEALED:
+                    sealed_urls.clear()
+                sealed_urls[url] = sealed
             if sealed != url:
                 return {**target, "url": sealed}
         return None
