@@ -8,10 +8,13 @@ a migrated template made once per test process, so tests never see each other's 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
+import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -98,3 +101,36 @@ async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+def dials(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Every address a socket of this test connects to; a non-loopback one is blocked."""
+    seen: list[Any] = []
+    blocked: list[Any] = []
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def allowed(address: Any) -> bool:
+        seen.append(address)
+        if isinstance(address, tuple):
+            host = str(address[0]).split("%")[0]
+            if not ipaddress.ip_address(host).is_loopback:
+                blocked.append(address)
+                return False
+        return True
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not allowed(address):
+            raise ConnectionRefusedError(f"test network rule: {address} is not loopback")
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if not allowed(address):
+            raise ConnectionRefusedError(f"test network rule: {address} is not loopback")
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    yield seen
+    assert not blocked, f"the test tried to dial non-loopback addresses: {blocked}"

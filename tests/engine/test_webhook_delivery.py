@@ -8,10 +8,9 @@ refusals are proven with a fake resolver and literal addresses that are never di
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import formatdate
@@ -34,39 +33,6 @@ from duetime.types import AttemptOutcome, Task
 SECRET_A = new_signing_secret()
 SECRET_B = new_signing_secret()
 ALLOW_HINT = "set DUETIME_ALLOW_PRIVATE_TARGETS=true to allow"
-
-
-@pytest.fixture
-def dials(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """Every address a socket of this test connects to; a non-loopback one is blocked."""
-    seen: list[Any] = []
-    blocked: list[Any] = []
-    real_connect = socket.socket.connect
-    real_connect_ex = socket.socket.connect_ex
-
-    def allowed(address: Any) -> bool:
-        seen.append(address)
-        if isinstance(address, tuple):
-            host = str(address[0]).split("%")[0]
-            if not ipaddress.ip_address(host).is_loopback:
-                blocked.append(address)
-                return False
-        return True
-
-    def connect(self: socket.socket, address: Any) -> None:
-        if not allowed(address):
-            raise ConnectionRefusedError(f"test network rule: {address} is not loopback")
-        real_connect(self, address)
-
-    def connect_ex(self: socket.socket, address: Any) -> int:
-        if not allowed(address):
-            raise ConnectionRefusedError(f"test network rule: {address} is not loopback")
-        return real_connect_ex(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
-    yield seen
-    assert not blocked, f"the test tried to dial non-loopback addresses: {blocked}"
 
 
 @dataclass
