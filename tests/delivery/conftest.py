@@ -5,8 +5,9 @@ Addresses come from ``DUETIME_TEST_AMQP_URL``, ``DUETIME_TEST_NATS_URL`` and
 the test with a one-line instruction; it is never skipped. Every test uses its own queue, stream,
 subject and key names and removes them afterwards.
 
-Network rule: nothing here may dial a non-loopback address. The ``dials`` fixture wraps every
-socket connect of the test; a non-loopback one is blocked and fails the test.
+Network rule: nothing here may dial a non-loopback address. The ``dials`` fixture (in the
+root tests/conftest.py) wraps every socket connect of the test; a non-loopback one is blocked
+and fails the test.
 """
 
 from __future__ import annotations
