@@ -22,7 +22,7 @@ from pathlib import Path
 import asyncpg
 
 from duetime.bench.harness import start_receiver, wait_delivered
-from duetime.bench.scenarios import BenchConfig, bench_store, cpu_speed, create_batches, node
+from duetime.bench.runs import BenchConfig, bench_store, cpu_speed, create_batches, node
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -26,15 +26,8 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from duetime.bench.scenarios import (
-    BenchConfig,
-    burst_http,
-    cpu_speed,
-    create_latency,
-    machine,
-    node,
-    sql_value,
-)
+from duetime.bench.runs import BenchConfig, cpu_speed, machine, node, sql_value
+from duetime.bench.scenarios import burst_http, create_latency
 
 NAME = "duetime_bench_stored"
 CHUNK = 1_000_000

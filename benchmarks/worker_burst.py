@@ -34,7 +34,7 @@ from pathlib import Path
 
 import orjson
 
-from duetime.bench.scenarios import (
+from duetime.bench.runs import (
     BenchConfig,
     bench_store,
     create_batches,

@@ -327,7 +327,7 @@ def tenant_label(tenant_id: str) -> str:
 def _register_process_collectors() -> None:
     from prometheus_client import PlatformCollector, ProcessCollector
 
-    from duetime import __version__
+    from duetime.version import __version__
 
     ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, _resident_memory_bytes, ...
     PlatformCollector(registry=REGISTRY)  # python_info

@@ -48,7 +48,7 @@ def lean_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     names = zipfile.ZipFile(wheels[0]).namelist()
     # The migrations and dashboard templates travel in the wheel (package data).
     assert any(n.endswith(".sql") and "/migrations/" in n for n in names)
-    assert any(n.startswith("duetime/ui/templates/") for n in names)
+    assert any(n.startswith("duetime/api/ui/templates/") for n in names)
     venv = work / "venv"
     _run(sys.executable, "-m", "venv", venv)
     _run(venv / "bin" / "python", "-m", "pip", "install", "-q", wheels[0], timeout=180)

@@ -20,7 +20,7 @@ from duetime.clock import SystemClock
 from duetime.config import Settings
 from duetime.delivery import registry
 from duetime.engine.engine import Engine
-from duetime.server import build_deliverers, build_target_validator
+from duetime.node.wiring import build_deliverers, build_target_validator
 from duetime.store import Store, store_from_url
 from duetime.types import TargetType
 

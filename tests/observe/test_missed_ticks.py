@@ -9,8 +9,8 @@ import orjson
 from duetime.clock import FakeClock
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import TICK_LISTENERS, Materializer, MaterializerConfig
+from duetime.engine.notifier import Notifier
 from duetime.notify.events import QUEUE, SCHEDULE_TICK_MISSED
-from duetime.notify.notifier import Notifier
 from duetime.schedule.plan import PlanLimits
 from duetime.store import Store
 from duetime.types import CatchupPolicy, NewSchedule, ScheduleConfig, TaskFilter

@@ -17,9 +17,9 @@ from duetime.api.app import create_app
 from duetime.config import Settings
 from duetime.engine.engine import Engine
 from duetime.engine.materializer import TICK_LISTENERS
+from duetime.node.wiring import build_deliverers
 from duetime.notify.events import QUEUE
 from duetime.sdk import ApiNotFound, ApiValidationError, AsyncClient, http_target
-from duetime.server import build_deliverers
 from duetime.store import Store, store_from_url
 
 ADMIN = "n" * 40

@@ -21,10 +21,10 @@ from tests.observe.receivers import receiver
 from duetime.api.app import create_app
 from duetime.config import Settings
 from duetime.engine.engine import Engine
+from duetime.node.wiring import build_deliverers
 from duetime.observe import tracing
 from duetime.sdk import AsyncClient
 from duetime.sdk.worker import Job, Worker, WorkerConfig
-from duetime.server import build_deliverers
 from duetime.store import Store, store_from_url
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -153,7 +153,8 @@ async def test_a_client_works_from_one_event_loop_after_another(
 def test_without_aiohttp_the_client_speaks_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from duetime.sdk.http import HttpxBackend, network_backend
+    from duetime.sdk._http import network_backend
+    from duetime.sdk.http import HttpxBackend
 
     monkeypatch.setitem(sys.modules, "duetime.sdk.http_aiohttp", None)  # as if not installed
     backend = network_backend("http://127.0.0.1:9", {}, 1.0)

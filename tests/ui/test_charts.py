@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from duetime.api.ui import charts
+from duetime.api.ui.views_schedules import dst_ahead, upcoming
+from duetime.api.ui.views_tasks import error_key, group_by_error
 from duetime.types import RetryPolicy, Schedule, ScheduleConfig, Task, TaskStatus
-from duetime.ui import charts
-from duetime.ui.views_schedules import dst_ahead, upcoming
-from duetime.ui.views_tasks import error_key, group_by_error
 
 END = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 

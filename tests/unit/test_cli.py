@@ -138,10 +138,10 @@ def test_store_errors_are_one_line(runner: CliRunner) -> None:
 def test_serve_builds_settings_from_flags_then_env(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import duetime.server
+    import duetime.node.server
 
     seen: list[Settings] = []
-    monkeypatch.setattr(duetime.server, "serve", seen.append)
+    monkeypatch.setattr(duetime.node.server, "serve", seen.append)
     env = {"DUETIME_PORT": "9001", "DUETIME_HOST": "127.0.0.2", "DUETIME_DB": "sqlite:///env.db"}
     result = runner.invoke(cli.app, ["serve", "--port", "9100", "--no-engine"], env=env)
     assert result.exit_code == 0, result.output

@@ -15,7 +15,7 @@ import pytest
 from duetime.bench.harness import NodeOptions, free_port, start_node
 from duetime.config import Settings
 from duetime.errors import ConfigError, ValidationError
-from duetime.server import build_target_validator
+from duetime.node.wiring import build_target_validator
 
 TOKEN = "a" * 32
 
@@ -71,7 +71,7 @@ def test_dispatch_processes_are_checked() -> None:
 
 
 def test_the_node_concurrency_is_shared_by_its_processes() -> None:
-    from duetime.engine.processes import for_process
+    from duetime.node.processes import for_process
 
     settings = Settings(
         db="postgresql://postgres@127.0.0.1/test", dispatch_processes=3, dispatch_concurrency=512

@@ -17,7 +17,6 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
-from duetime import __version__
 from duetime.api import problems
 from duetime.api.bulk import BulkIn
 from duetime.api.convert import TaskBuilder
@@ -63,10 +62,11 @@ from duetime.api.schemas import (
     TaskPatchIn,
     TenantCreateIn,
 )
+from duetime.api.ui import router as ui_router
 from duetime.config import Settings
 from duetime.observe.http import HttpMetrics
 from duetime.store.protocols import Store
-from duetime.ui import router as ui_router
+from duetime.version import __version__
 
 ROUTERS: Sequence[APIRouter] = (
     tasks.router,

@@ -29,7 +29,7 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 UI_PREFIX = "/ui/"
 """The dashboard's form posts are not JSON; each is refused unless its Origin (or Referer) is
-this very server (``duetime.ui.session.same_origin``), on top of the Host and Origin checks
+this very server (``duetime.api.ui.session.same_origin``), on top of the Host and Origin checks
 here."""
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from duetime.bench.scenarios import BenchConfig
+    from duetime.bench.runs import BenchConfig
 
 Figures = dict[str, float]
 T = TypeVar("T")
@@ -199,14 +199,14 @@ class _Loop:
 
 
 def _run(sink: _Sink, config: BenchConfig, workdir: Path) -> Figures:
-    from duetime.bench import scenarios as sc
+    from duetime.bench import runs
     from duetime.bench.harness import metric_total
 
     consumer = _Loop()
     try:
         consumer.call(sink.open())
         try:
-            with sc.bench_store(config, workdir) as db, sc.node(workdir, db, config) as proc:
+            with runs.bench_store(config, workdir) as db, runs.node(workdir, db, config) as proc:
                 # Room to create the burst on a loaded machine (the figures count from `due`).
                 lead = 3.0 + config.tasks / 5_000
                 due = datetime.now(UTC) + timedelta(seconds=lead)
@@ -214,10 +214,10 @@ def _run(sink: _Sink, config: BenchConfig, workdir: Path) -> Figures:
                     {"target": sink.target, "payload": {"n": i}, "run_at": due.isoformat()}
                     for i in range(config.tasks)
                 ]
-                asyncio.run(sc.create_batches(proc.url, bodies))
+                asyncio.run(runs.create_batches(proc.url, bodies))
                 if datetime.now(UTC) >= due:
                     raise RuntimeError("creating the burst took longer than its lead time")
-                drained_at = sc.wait_succeeded(proc.url, config.tasks, timeout=lead + 120)
+                drained_at = runs.wait_succeeded(proc.url, config.tasks, timeout=lead + 120)
                 first = consumer.call(sink.arrivals(config.tasks, 30, proc.url))
                 retried = sum(
                     metric_total(proc.url, "duetime_attempts_total", f'outcome="{outcome}"')
@@ -233,8 +233,8 @@ def _run(sink: _Sink, config: BenchConfig, workdir: Path) -> Figures:
     span = max(first.values()) - due.timestamp()
     return {
         "confirmed_per_s": config.tasks / span,
-        "lag_p50_s": sc.percentile(lags, 50),
-        "lag_p99_s": sc.percentile(lags, 99),
+        "lag_p50_s": runs.percentile(lags, 50),
+        "lag_p99_s": runs.percentile(lags, 99),
         "all_succeeded_after_s": drained_at - due.timestamp(),
         "failed_attempts": retried,
     }

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from duetime.bench.scenarios import BenchConfig, Figures, bench_store, node, percentile
+from duetime.bench.runs import BenchConfig, Figures, bench_store, node, percentile
 
 SINGLE_SECONDS = 5.0
 WARMUP_CALLS = 200

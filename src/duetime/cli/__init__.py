@@ -9,7 +9,8 @@ table (``-o``). An error is one line on stderr and a distinct exit status (see
 
 Layout: :mod:`.common` (shared options and helpers), :mod:`.output` (``-o``), one module per
 command group (:mod:`.node`, :mod:`.tasks`, :mod:`.schedule`, :mod:`.queue`, :mod:`.worker`,
-:mod:`.api`, :mod:`.doctor`, :mod:`.dev_receiver`); this module only assembles them.
+:mod:`.api`, :mod:`.doctor`, :mod:`.dev_receiver`, :mod:`.bench`); this module only assembles
+them.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from typing import Annotated
 
 import typer
 
-from duetime import __version__
 from duetime.cli import (
     bulk,  # noqa: F401 - registers task replay / cancel-matching
     common,
 )
 from duetime.cli.api import admin_app, lease_app, workers
+from duetime.cli.bench import bench_app
 from duetime.cli.common import task_app, tenant_app
 from duetime.cli.dev_receiver import dev_receiver
 from duetime.cli.doctor import doctor
@@ -33,6 +34,7 @@ from duetime.cli.queue import queue_app
 from duetime.cli.schedule import schedule_app
 from duetime.cli.tasks import task_create  # noqa: F401 - registers the task commands
 from duetime.cli.worker import worker
+from duetime.version import __version__
 
 __all__ = ["app", "common", "main"]
 
@@ -80,14 +82,7 @@ app.command("history")(history)
 app.command("dev-receiver")(dev_receiver)
 
 
-def _add_bench() -> None:
-    # The bench group's module imports nothing of the service until a scenario runs.
-    from duetime.bench.cli import bench_app
-
-    app.add_typer(bench_app, name="bench")
-
-
-_add_bench()
+app.add_typer(bench_app, name="bench")  # imports the scenarios (the service) only to run one
 
 
 def main() -> None:

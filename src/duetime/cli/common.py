@@ -134,9 +134,9 @@ def settings_from(**flags: Any) -> Settings:
 
 
 def open_store_for(settings: Settings) -> Any:
-    # duetime.server pulls in the whole service (uvicorn, the drivers' dependencies): a lean
+    # duetime.node.server pulls in the whole service (uvicorn, the drivers' dependencies): a lean
     # install fails here, with the extra to add, rather than half-way through a migration.
-    server_module("duetime.server")
+    server_module("duetime.node.server")
     store_from_url = server_module("duetime.store").store_from_url
     if not settings.db:  # the default SQLite file: make its directory on first use
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ def serve(
     settings = settings_from(
         db=db, host=host, port=port, data_dir=data_dir, engine=False if no_engine else None
     )
-    serve_node = server_module("duetime.server").serve
+    serve_node = server_module("duetime.node.server").serve
     with errors_reported():
         serve_node(settings)
 

@@ -24,10 +24,10 @@ from duetime.engine.dispatcher import Dispatcher
 from duetime.engine.history import HistoryConfig, HistoryMaintenance, open_archive
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
+from duetime.engine.notifier import Notifier
 from duetime.engine.promoter import Promoter
 from duetime.engine.reaper import Reaper
 from duetime.engine.service import Service
-from duetime.notify.notifier import Notifier
 from duetime.schedule.plan import PlanLimits
 from duetime.store import Store
 from duetime.types import TargetType

@@ -9,14 +9,21 @@ between): record ids are unique in a store, so the merge keeps each id once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from duetime.errors import NotFound
 from duetime.history.events import HistoryEvent, HistoryFilter, check_history_filter
 from duetime.types import Attempt
 
-if TYPE_CHECKING:
-    from duetime.store.protocols import Store
+
+class HotTier(Protocol):
+    """What the query needs of the store (both stores are one)."""
+
+    async def history_query(self, query: HistoryFilter) -> list[HistoryEvent]:
+        """Up to ``query.limit`` records matching the filter, newest first."""
+
+    async def history_attempts(self, tenant_id: str, task_id: str) -> list[Attempt]:
+        """The recorded attempts of one task, by number; ``NotFound`` for an unknown task."""
 
 
 class ColdTier(Protocol):
@@ -46,7 +53,7 @@ def merge_newest_first(limit: int, *tiers: list[HistoryEvent]) -> list[HistoryEv
 
 
 async def history_page(
-    store: Store, cold: ColdTier | None, query: HistoryFilter
+    store: HotTier, cold: ColdTier | None, query: HistoryFilter
 ) -> list[HistoryEvent]:
     """One page of the tenant's history over both tiers (``query.limit`` records at most)."""
     check_history_filter(query)
@@ -57,7 +64,7 @@ async def history_page(
 
 
 async def history_attempts(
-    store: Store, tenant_id: str, task_id: str, cold: ColdTier | None = None
+    store: HotTier, tenant_id: str, task_id: str, cold: ColdTier | None = None
 ) -> list[Attempt]:
     """The attempts of a task that left the hot store: its hot history records, else the
     archive's. ``NotFound`` when neither knows the task (or it is another tenant's)."""

@@ -178,7 +178,7 @@ def _die_with_parent(parent_pid: int) -> None:
 def child_main(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
     """Entry point of a dispatcher process."""
     _die_with_parent(parent_pid)
-    from duetime.server import prepare_process
+    from duetime.node.wiring import prepare_process
 
     prepare_process(settings)
     with contextlib.suppress(KeyboardInterrupt):
@@ -187,8 +187,8 @@ def child_main(settings: Settings, index: int, parent_pid: int, conn: Connection
 
 async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
     from duetime.engine.dispatcher import Dispatcher
-    from duetime.notify.notifier import Notifier
-    from duetime.server import GRACE_SECONDS, build_deliverers, open_node_store
+    from duetime.engine.notifier import Notifier
+    from duetime.node.wiring import GRACE_SECONDS, build_deliverers, open_node_store
 
     events = metrics.forward()
 

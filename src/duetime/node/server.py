@@ -8,27 +8,27 @@ import errno
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from duetime.config import Settings
-from duetime.delivery.base import Deliverer
 from duetime.errors import ConfigError
-from duetime.observe import tracing
-from duetime.observe.logs import configure_logging, log_settings
-from duetime.observe.storetime import timed
-from duetime.store import Store, store_from_url
-from duetime.types import TargetType
+from duetime.node.wiring import (
+    GRACE_SECONDS,
+    build_deliverers,
+    build_target_validator,
+    open_node_store,
+    prepare_process,
+)
+from duetime.observe.logs import log_settings
+from duetime.store import store_from_url
 
 if TYPE_CHECKING:
     from duetime.store.sqlite.lockfile import NodeLock
 
 log = logging.getLogger("duetime.server")
-
-GRACE_SECONDS = 10.0
-"""In-flight deliveries get this long to finish when the node (or a dispatcher process) stops."""
 
 
 def serve(settings: Settings) -> None:
@@ -83,51 +83,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def prepare_process(settings: Settings) -> None:
-    """Logging and the event loop, alike in the node and in its dispatcher processes."""
-    configure_logging(settings.log_level, settings.log_format)
-    tracing.setup()
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
-        pass
-
-
-@contextlib.asynccontextmanager
-async def open_node_store(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Store]:
-    """Open the store and, with ``migrate``, bring its schema up to date (SQLite always;
-    PostgreSQL too, under an advisory lock, so a fresh database needs no separate
-    ``duetime migrate``). Dispatcher processes skip it: their node has done it."""
-    store = store_from_url(settings.db_url, data_dir=settings.data_dir)
-    await store.open()
-    try:
-        applied = await store.migrate() if migrate else []
-        if applied:
-            log.info("applied migrations: %s", ", ".join(applied))
-        yield timed(store)
-    finally:
-        await store.close()
-
-
-def build_deliverers(settings: Settings) -> dict[TargetType, Deliverer]:
-    """The push deliverers this node runs, by target type (see :mod:`duetime.delivery.registry`)."""
-    from duetime.delivery.registry import build_deliverers as build
-
-    return build(settings)
-
-
-def build_target_validator(
-    settings: Settings,
-) -> Callable[[Mapping[str, Any]], Mapping[str, Any] | None]:
-    """Checks a target at create time, so a task that can never be delivered is a 422 (and
-    returns it with a broker URL's secret sealed, when it has one)."""
-    from duetime.delivery.registry import target_validator
-
-    return target_validator(settings)
-
-
 class _Server(uvicorn.Server):
     """uvicorn without its signal capture: the node handles SIGTERM/SIGINT itself, so it can stop
     the engine gracefully after the server has closed."""
@@ -148,7 +103,7 @@ async def run_node(
     from duetime.api.app import create_app
     from duetime.api.leasing import end_long_polls
     from duetime.engine.engine import Engine
-    from duetime.engine.processes import DispatchProcesses, for_process
+    from duetime.node.processes import DispatchProcesses, for_process
 
     log_settings(settings, log)
     if settings.dev_mode:

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from duetime.sdk._http import _Api
 from duetime.types import TaskStatus
 
 __all__ = ["BulkCalls", "BulkResult"]
-
-if TYPE_CHECKING:
-    from duetime.sdk.client import _Api
-else:
-    # client.py puts this mixin into AsyncClient's bases; its MRO supplies _Api's attributes.
-    _Api = object
 
 
 class BulkResult(BaseModel):

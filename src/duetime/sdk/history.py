@@ -5,17 +5,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from duetime.sdk._http import _Api
 from duetime.sdk.models import Page, _Response
 
 __all__ = ["HistoryCalls", "HistoryEvent"]
-
-if TYPE_CHECKING:
-    from duetime.sdk.client import _Api
-else:
-    # client.py puts this mixin into AsyncClient's bases; its MRO supplies _Api's attributes.
-    _Api = object
 
 
 class HistoryEvent(_Response):

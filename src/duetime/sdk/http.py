@@ -1,11 +1,11 @@
 """The SDK's HTTP layer: one request in, one :class:`Reply` (or a :class:`Failure`) out.
 
 Over the network the SDK speaks through aiohttp when it is installed (``duetime[fast]``;
-:mod:`duetime.sdk.http_aiohttp`), whose C parser and lean connection pool cost a
-fraction of httpx's per-request work (docs/benchmarks.md, "SDK single creates"): that work is
-most of what a one-caller create or a worker's lease call costs on the client. A caller that
-passes an httpx transport (``httpx.MockTransport``, ``httpx.ASGITransport`` in tests) gets the
-httpx path instead, with the same replies and failures.
+:mod:`duetime.sdk.http_aiohttp`, chosen by :func:`duetime.sdk._http.network_backend`), whose C
+parser and lean connection pool cost a fraction of httpx's per-request work (docs/benchmarks.md,
+"SDK single creates"): that work is most of what a one-caller create or a worker's lease call
+costs on the client. A caller that passes an httpx transport (``httpx.MockTransport``,
+``httpx.ASGITransport`` in tests) gets the httpx path instead, with the same replies and failures.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import httpx
 
-__all__ = ["Backend", "Failure", "HttpxBackend", "Params", "Reply", "network_backend"]
+__all__ = ["Backend", "Failure", "HttpxBackend", "Params", "Reply"]
 
 Params = list[tuple[str, str | int | float | bool | None]]
 
@@ -118,12 +118,3 @@ class HttpxBackend:
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-
-def network_backend(base_url: str, headers: Mapping[str, str], timeout: float) -> Backend:
-    """aiohttp when it is installed (``duetime[fast]``, or with the server), else httpx."""
-    try:
-        from duetime.sdk.http_aiohttp import AiohttpBackend
-    except ImportError:  # the lean client install
-        return HttpxBackend(base_url, headers, timeout)
-    return AiohttpBackend(base_url, headers, timeout)

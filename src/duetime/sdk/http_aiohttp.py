@@ -1,4 +1,4 @@
-"""The SDK's aiohttp transport (``duetime[fast]``): :func:`duetime.sdk.http.network_backend`
+"""The SDK's aiohttp transport (``duetime[fast]``): :func:`duetime.sdk._http.network_backend`
 uses it when aiohttp is installed; its C parser and lean pool cost a fraction of httpx's work per
 request (docs/benchmarks.md, "SDK single creates")."""
 

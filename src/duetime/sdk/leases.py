@@ -17,14 +17,14 @@ current (expired, reclaimed or already ended) raise :class:`~duetime.sdk.errors.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any
 
 import orjson
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from duetime import errors
+from duetime.sdk._http import _Api, _segment
 from duetime.sdk.models import (
     AckResult,
     Lease,
@@ -35,17 +35,6 @@ from duetime.sdk.models import (
 )
 
 __all__ = ["LeaseCalls"]
-
-if TYPE_CHECKING:
-    from duetime.sdk.client import _Api
-else:
-    # client.py imports this mixin into AsyncClient's bases, so the real base cannot be imported
-    # here at run time; AsyncClient's MRO supplies _Api's attributes.
-    _Api = object
-
-
-def _segment(value: str) -> str:
-    return quote(value, safe="")
 
 
 class _LeaseBatch(BaseModel):

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from duetime.sdk._http import _Api
+
 __all__ = ["NotificationCalls", "NotificationSettings"]
 
-if TYPE_CHECKING:
-    from duetime.sdk.client import _Api
-else:
-    # client.py puts this mixin into AsyncClient's bases; its MRO supplies _Api's attributes.
-    _Api = object
 
 _PATH = "/v1/tenant/notifications"
 

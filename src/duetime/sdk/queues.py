@@ -4,18 +4,13 @@ change its settings (pause, resume, concurrency limit)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["QueueCalls", "QueueInfo"]
+from duetime.sdk._http import _Api, _segment
 
-if TYPE_CHECKING:
-    from duetime.sdk.client import _Api
-else:
-    # client.py puts this mixin into AsyncClient's bases; its MRO supplies _Api's attributes.
-    _Api = object
+__all__ = ["QueueCalls", "QueueInfo"]
 
 
 class QueueInfo(BaseModel):
@@ -51,7 +46,7 @@ class QueueCalls(_Api):
 
     async def get_queue(self, name: str) -> QueueInfo:
         """One queue's settings and live figures (an unknown queue reads as unconfigured)."""
-        path = f"/v1/queues/{quote(name, safe='')}"
+        path = f"/v1/queues/{_segment(name)}"
         return QueueInfo.model_validate(await self._request("GET", path))
 
     async def put_queue(
@@ -60,5 +55,5 @@ class QueueCalls(_Api):
         """Replace the queue's settings: ``paused`` stops every claim from it (webhook dispatch
         and leases); ``max_concurrency`` caps its running tasks (None = no cap)."""
         body: dict[str, Any] = {"paused": paused, "max_concurrency": max_concurrency}
-        path = f"/v1/queues/{quote(name, safe='')}"
+        path = f"/v1/queues/{_segment(name)}"
         return QueueInfo.model_validate(await self._request("PUT", path, body=body))

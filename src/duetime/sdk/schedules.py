@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import Any
 
 import orjson
 
 from duetime import errors
+from duetime.sdk._http import _Api, _segment
 from duetime.sdk.models import (
     BackfillResult,
     Page,
@@ -39,13 +39,6 @@ from duetime.sdk.models import (
 
 __all__ = ["KEEP", "ScheduleCalls"]
 
-if TYPE_CHECKING:
-    from duetime.sdk.client import _Api
-else:
-    # client.py puts this mixin in AsyncClient's bases, so the real base cannot be imported here
-    # at run time; AsyncClient's MRO supplies _Api's attributes.
-    _Api = object
-
 
 class _Keep:
     def __repr__(self) -> str:
@@ -57,10 +50,6 @@ KEEP: Any = _Keep()
 ``start_at``/``end_at``)."""
 
 _Params = list[tuple[str, str | int | float | bool | None]]
-
-
-def _segment(value: str) -> str:
-    return quote(value, safe="")
 
 
 def _time(value: datetime, name: str) -> str:

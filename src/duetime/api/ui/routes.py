@@ -1,6 +1,6 @@
 """The ``/ui`` router: login and logout, the packaged static files, and every view's routes
-(:mod:`~duetime.ui.views_overview`, :mod:`~duetime.ui.views_tasks`,
-:mod:`~duetime.ui.views_schedules`). None of it is part of the OpenAPI document."""
+(:mod:`~duetime.api.ui.views_overview`, :mod:`~duetime.api.ui.views_tasks`,
+:mod:`~duetime.api.ui.views_schedules`). None of it is part of the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from duetime.api.deps import services
-from duetime.errors import StoreUnavailable, Unauthorized
-from duetime.ui import views_overview, views_schedules, views_tasks
-from duetime.ui.pages import error_page, html
-from duetime.ui.session import (
+from duetime.api.ui import views_overview, views_schedules, views_tasks
+from duetime.api.ui.pages import error_page, html
+from duetime.api.ui.session import (
     clear_key,
     first,
     local_path,
@@ -21,6 +20,7 @@ from duetime.ui.session import (
     same_origin,
     set_key,
 )
+from duetime.errors import StoreUnavailable, Unauthorized
 
 router = APIRouter(include_in_schema=False)
 
@@ -35,7 +35,7 @@ _MEDIA_TYPES = {
 def _load_static() -> dict[str, tuple[bytes, str]]:
     """Every packaged static file, read once: name → (bytes, media type)."""
     found: dict[str, tuple[bytes, str]] = {}
-    for entry in resources.files("duetime.ui").joinpath("static").iterdir():
+    for entry in resources.files("duetime.api.ui").joinpath("static").iterdir():
         suffix = entry.name[entry.name.rfind(".") :]
         if entry.is_file() and suffix in _MEDIA_TYPES:
             found[entry.name] = (entry.read_bytes(), _MEDIA_TYPES[suffix])

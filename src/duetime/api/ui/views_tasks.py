@@ -15,11 +15,11 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api.convert import encode_cursor, task_filter
+from duetime.api.ui.pages import act, html, serve
+from duetime.api.ui.session import UiCall
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.ids import is_uuid
 from duetime.types import Task, TaskStatus
-from duetime.ui.pages import act, html, serve
-from duetime.ui.session import UiCall
 
 router = APIRouter(prefix="/ui")
 

@@ -28,14 +28,14 @@ from duetime.api.schedule_ops import (
     schedule_json,
     tick_cursor,
 )
+from duetime.api.ui.pages import act, html, serve
+from duetime.api.ui.session import UiCall, first
 from duetime.errors import NotFound, ValidationError
 from duetime.ids import is_uuid
 from duetime.schedule import occurrences_after, skipped_between
 from duetime.schedule.config import schedule_spec
 from duetime.text import clean
 from duetime.types import Schedule, ScheduleFilter, TickFilter
-from duetime.ui.pages import act, html, serve
-from duetime.ui.session import UiCall, first
 
 router = APIRouter(prefix="/ui")
 

@@ -9,6 +9,6 @@ by :func:`duetime.api.app.create_app`. See ``docs/ui.md``.
 
 from __future__ import annotations
 
-from duetime.ui.routes import router
+from duetime.api.ui.routes import router
 
 __all__ = ["router"]

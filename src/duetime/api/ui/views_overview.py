@@ -21,12 +21,12 @@ from starlette.responses import Response
 
 from duetime.api.leasing import hub
 from duetime.api.routes.queues import queue_json, queue_name
+from duetime.api.ui import charts
+from duetime.api.ui.pages import act, html, serve
+from duetime.api.ui.session import UiCall
+from duetime.api.ui.views_tasks import running_page
 from duetime.errors import ValidationError
 from duetime.types import QueueSettings, Task, TaskFilter, TaskStatus
-from duetime.ui import charts
-from duetime.ui.pages import act, html, serve
-from duetime.ui.session import UiCall
-from duetime.ui.views_tasks import running_page
 
 router = APIRouter(prefix="/ui")
 

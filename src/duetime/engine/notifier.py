@@ -25,6 +25,7 @@ import orjson
 
 from duetime import metrics
 from duetime.clock import Clock, utcnow
+from duetime.engine.materializer import TICK_LISTENERS
 from duetime.engine.service import Service
 from duetime.errors import StoreUnavailable
 from duetime.notify import events
@@ -181,15 +182,11 @@ class Notifier(Service):
 
     def listen(self) -> None:
         """Register this notifier's listeners (dead letters, missed ticks) in this process."""
-        from duetime.engine.materializer import TICK_LISTENERS
-
         add_dead_letter_listener(self.dead_lettered)
         TICK_LISTENERS.append(self.tick_missed)
 
     async def close(self) -> None:
         """Unregister the listeners and send what is held, window or not (best effort)."""
-        from duetime.engine.materializer import TICK_LISTENERS
-
         remove_dead_letter_listener(self.dead_lettered)
         if self.tick_missed in TICK_LISTENERS:
             TICK_LISTENERS.remove(self.tick_missed)

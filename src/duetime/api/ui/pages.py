@@ -16,9 +16,8 @@ import orjson
 from fastapi import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from duetime.errors import Conflict, NotFound, StoreUnavailable, Unauthorized, ValidationError
-from duetime.ui import charts
-from duetime.ui.session import (
+from duetime.api.ui import charts
+from duetime.api.ui.session import (
     KEY_COOKIE,
     UiCall,
     authenticate,
@@ -31,6 +30,7 @@ from duetime.ui.session import (
     set_flash,
     take_flash,
 )
+from duetime.errors import Conflict, NotFound, StoreUnavailable, Unauthorized, ValidationError
 
 SECURITY_HEADERS: Mapping[str, str] = {
     # Scripts and styles only from this server (no inline code), no framing, forms only to us.
@@ -91,7 +91,7 @@ def _tail(task_id: str) -> str:
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("duetime.ui", "templates"),
+        loader=jinja2.PackageLoader("duetime.api.ui", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

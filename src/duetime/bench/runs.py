@@ -1,0 +1,133 @@
+"""The pieces of a benchmark run that every scenario uses: its configuration, a description of
+the machine, a fresh store and a node per run, batch creation, percentiles."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import httpx
+
+from duetime.bench.harness import NodeOptions, Proc, metric_total, start_node
+
+Figures = dict[str, float]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    store: str  # "sqlite" or "postgres"
+    pg_url: str = "postgresql://postgres@127.0.0.1:5432/test"
+    tasks: int = 20_000
+    repeat: int = 3
+    node_env: tuple[tuple[str, str], ...] = ()
+    database: str | None = None
+    """Run on this existing PostgreSQL database (kept) instead of a fresh one per run."""
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = ""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kib / 1024 / 1024:.0f} GiB"
+    return f"{os.cpu_count()} cores ({cpu}){mem}, Python {platform.python_version()}"
+
+
+def cpu_speed() -> str:
+    """How fast this machine runs Python right now: the best of 3 timings of a fixed 10M-step
+    loop. Shared virtual machines drift (we saw 1.0-1.7 s on one machine within minutes), so
+    every report carries this beside its figures; compare figures only at similar speeds."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return f"10M-step Python loop in {best:.2f} s"
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+@contextlib.contextmanager
+def bench_store(config: BenchConfig, workdir: Path) -> Iterator[str]:
+    """A fresh, empty store URL for one run (or ``config.database``)."""
+    if config.database is not None:
+        yield config.database
+        return
+    if config.store == "sqlite":
+        yield f"sqlite:///{workdir / f'bench-{uuid.uuid4().hex[:6]}.db'}"
+        return
+    name = f"duetime_bench_{uuid.uuid4().hex[:8]}"
+    base = config.pg_url.rpartition("/")[0]
+    sql_value(config.pg_url, f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{base}/{name}"
+    finally:
+        sql_value(config.pg_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sql_value(url: str, sql: str) -> object:
+    """Run one statement on its own connection to ``url``; its first value (or None)."""
+
+    async def run() -> object:
+        conn = await asyncpg.connect(url)
+        try:
+            return await conn.fetchval(sql)
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+@contextlib.contextmanager
+def node(workdir: Path, db: str, config: BenchConfig, **env: str) -> Iterator[Proc]:
+    proc = start_node(workdir, NodeOptions(db=db, env={**dict(config.node_env), **env}), "bench")
+    try:
+        yield proc
+    finally:
+        proc.stop(10)
+
+
+async def create_batches(base: str, bodies: list[dict[str, Any]], concurrency: int = 4) -> None:
+    async with aiohttp.ClientSession() as session:
+        sem = asyncio.Semaphore(concurrency)
+
+        async def post(chunk: list[dict[str, Any]]) -> None:
+            async with sem, session.post(f"{base}/v1/tasks/batch", json={"tasks": chunk}) as r:
+                if r.status != 201:
+                    raise RuntimeError(f"batch create failed: {r.status} {await r.text()}")
+
+        await asyncio.gather(*(post(bodies[i : i + 1000]) for i in range(0, len(bodies), 1000)))
+
+
+def wait_succeeded(base: str, total: int, timeout: float = 120) -> float:
+    """Wait until ``total`` tasks are succeeded in the store; returns the wall time it happened."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client() as poll:
+        while time.monotonic() < deadline:
+            if metric_total(base, "duetime_tasks", 'status="succeeded"', poll) >= total:
+                return time.time()
+            time.sleep(0.05)
+    raise RuntimeError("tasks did not all reach succeeded")
