@@ -6,8 +6,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from duetime.cron import occurrences_after, occurrences_between, parse_spec
 from duetime.errors import ValidationError
+from duetime.schedule import occurrences_after, occurrences_between, parse_spec
 from duetime.schedule.cron_expr import parse_cron
 
 

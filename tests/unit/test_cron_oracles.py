@@ -21,8 +21,8 @@ from cronsim import CronSim, CronSimError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from duetime.cron import describe, occurrences_after, occurrences_between, parse_spec
 from duetime.errors import ValidationError
+from duetime.schedule import describe, occurrences_after, occurrences_between, parse_spec
 
 ZONES = ["America/New_York", "Europe/London", "Australia/Lord_Howe", "Asia/Kolkata", "UTC"]
 # Daily or rarer: compared over the whole of 2026.

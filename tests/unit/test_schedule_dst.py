@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from duetime.cron import (
+from duetime.schedule import (
     Occurrence,
     occurrences_after,
     occurrences_between,

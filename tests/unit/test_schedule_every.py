@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from duetime.cron import next_after, occurrences_after, parse_spec
 from duetime.errors import ValidationError
+from duetime.schedule import next_after, occurrences_after, parse_spec
 from duetime.schedule.every_expr import parse_every
 
 NY = ZoneInfo("America/New_York")

@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from dateutil.rrule import rrulestr
 
-from duetime.cron import occurrences_after, occurrences_between, parse_spec
 from duetime.errors import ValidationError
+from duetime.schedule import occurrences_after, occurrences_between, parse_spec
 
 LONDON = ZoneInfo("Europe/London")
 NY = ZoneInfo("America/New_York")

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from duetime.cron import (
+from duetime.errors import ValidationError
+from duetime.schedule import (
     ScheduleSpec,
     describe,
     jitter_for,
@@ -19,7 +20,6 @@ from duetime.cron import (
     occurrences_between,
     parse_spec,
 )
-from duetime.errors import ValidationError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

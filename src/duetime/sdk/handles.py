@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -34,7 +34,6 @@ from duetime.sdk.models import Task
 
 if TYPE_CHECKING:
     from duetime.sdk.client import AsyncClient, Client
-    from duetime.sdk.worker import Worker
 
 __all__ = ["Retry", "TaskHandle"]
 
@@ -58,6 +57,29 @@ class Retry(Exception):
         self.reason = reason
 
 
+class Owner(Protocol):
+    """What a handle uses of the :class:`~duetime.sdk.worker.Worker` that made it (the worker
+    imports this module, so the handle names the worker by what it needs)."""
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        """The worker's queues; a handle's tasks go to the first unless it names one."""
+
+    @property
+    def url(self) -> str | None:
+        """The server URL, for a client the handle makes itself."""
+
+    @property
+    def api_key(self) -> str | None:
+        """The API key, for a client the handle makes itself."""
+
+    def async_client(self) -> AsyncClient | None:
+        """The client the worker was given, if any."""
+
+    def schedule(self, cron: str | None = None, *, key: str, **settings: Any) -> None:
+        """Declare a recurring schedule, applied when the worker starts."""
+
+
 def _payload(value: Any) -> Any:
     """A payload as JSON-able data: a pydantic model is dumped in JSON mode."""
     if isinstance(value, BaseModel):
@@ -69,7 +91,7 @@ class TaskHandle(Generic[R]):
     """What ``@worker.task`` returns: call it like the function, ``defer`` it as a task."""
 
     def __init__(
-        self, worker: Worker, fn: Callable[..., R], name: str, defaults: Mapping[str, Any]
+        self, worker: Owner, fn: Callable[..., R], name: str, defaults: Mapping[str, Any]
     ) -> None:
         unknown = set(defaults) - set(TASK_DEFAULT_FIELDS)
         if unknown:
