@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from duetime.delivery.headers import is_reserved_header
 from duetime.text import is_clean
 
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
@@ -25,19 +26,6 @@ steps) cannot overflow."""
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 NO_CONTROL = r"^[^\x00-\x1f\x7f-\x9f]+$"
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
-# Headers duetime sets itself on every delivery, or that HTTP owns: a task may not override them.
-_RESERVED_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "webhook-id",
-        "webhook-timestamp",
-        "webhook-signature",
-        "idempotency-key",
-    }
-)
 
 
 def parse_rfc3339(value: object) -> datetime:
@@ -93,14 +81,14 @@ def url_checker(*schemes: str) -> AfterValidator:
 
 
 def check_headers(headers: dict[str, str]) -> dict[str, str]:
-    """Webhook headers a task may set: valid names, none of duetime's own, clean values."""
+    """Headers a target may set: valid names, none that
+    :func:`~duetime.delivery.headers.is_reserved_header` reserves, clean values."""
     for name, value in headers.items():
         if not _HEADER_NAME.fullmatch(name):
             raise PydanticCustomError(
                 "header_name", "{name} is not a valid header name", {"name": name}
             )
-        lowered = name.lower()
-        if lowered in _RESERVED_HEADERS or lowered.startswith("duetime-"):
+        if is_reserved_header(name):
             raise PydanticCustomError(
                 "header_reserved", "header {name} is set by duetime itself", {"name": name}
             )

@@ -13,7 +13,10 @@ __all__ = [
     "HEADER_PAYLOAD_REF",
     "HEADER_SCHEDULED_FOR",
     "HEADER_TASK_ID",
+    "RESERVED_HEADERS",
+    "RESERVED_PREFIXES",
     "SigningError",
+    "is_reserved_header",
     "message_headers",
 ]
 
@@ -22,6 +25,36 @@ HEADER_ATTEMPT = "duetime-attempt"
 HEADER_SCHEDULED_FOR = "duetime-scheduled-for"
 HEADER_IDEMPOTENCY_KEY = "idempotency-key"
 HEADER_PAYLOAD_REF = "duetime-payload-ref"
+
+RESERVED_HEADERS = frozenset(
+    {
+        HEADER_ID,
+        HEADER_TIMESTAMP,
+        HEADER_SIGNATURE,
+        HEADER_IDEMPOTENCY_KEY,
+        "content-length",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    }
+)
+"""Header names a target's ``headers`` may not set (lower-cased): duetime's own, which every
+pushed message carries, and those HTTP itself owns (framing, hop by hop)."""
+
+RESERVED_PREFIXES = ("webhook-", "duetime-", "proxy-")
+"""Nor any name starting with one of these (Standard Webhooks', duetime's, proxies')."""
+
+
+def is_reserved_header(name: str) -> bool:
+    """Whether a target may not set header ``name`` (any case): the one rule the API checks at
+    create time and the deliverers apply when they send."""
+    lower = name.lower()
+    return lower in RESERVED_HEADERS or lower.startswith(RESERVED_PREFIXES)
 
 
 class SigningError(ValueError):

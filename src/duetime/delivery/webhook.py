@@ -36,7 +36,7 @@ from yarl import URL
 
 from duetime.clock import Clock, SystemClock
 from duetime.delivery.base import RESULT_LIMIT_BYTES, Delivery, Outcome
-from duetime.delivery.headers import HEADER_IDEMPOTENCY_KEY, SigningError, message_headers
+from duetime.delivery.headers import SigningError, is_reserved_header, message_headers
 from duetime.delivery.http1 import ConnectError, HttpClientError, HttpPool, ResolveError
 from duetime.delivery.netguard import (
     ALLOW_HINT,
@@ -47,7 +47,6 @@ from duetime.delivery.netguard import (
     is_forbidden_address,
     literal_address,
 )
-from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP
 from duetime.errors import ValidationError
 from duetime.text import clean
 from duetime.types import AttemptOutcome
@@ -56,33 +55,10 @@ __all__ = ["ALLOWED_METHODS", "WebhookDeliverer", "check_http_target", "parse_re
 
 ALLOWED_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE", "GET"})
 
-# Headers only duetime (or the HTTP client) may set; compared lower-cased.
-_RESERVED_HEADERS = frozenset(
-    {
-        HEADER_ID,
-        HEADER_TIMESTAMP,
-        HEADER_SIGNATURE,
-        HEADER_IDEMPOTENCY_KEY,
-        "content-length",
-        "transfer-encoding",
-        "host",
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "expect",
-    }
-)
-_RESERVED_PREFIXES = ("webhook-", "duetime-", "proxy-")
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _ERROR_SNIPPET_CHARS = 200
 _MAX_CACHED_URLS = 4096
 _JSON = "application/json"
-
-
-def _is_reserved(lower_name: str) -> bool:
-    return lower_name in _RESERVED_HEADERS or lower_name.startswith(_RESERVED_PREFIXES)
 
 
 def check_http_target(target: Mapping[str, Any], *, allow_private: bool) -> None:
@@ -109,7 +85,7 @@ def check_http_target(target: Mapping[str, Any], *, allow_private: bool) -> None
             raise ValidationError("header name is not a valid HTTP token", field)
         if not isinstance(value, str) or "\r" in value or "\n" in value or "\0" in value:
             raise ValidationError("header value must be a string without line breaks", field)
-        if _is_reserved(name.lower()):
+        if is_reserved_header(name):
             raise ValidationError(
                 f"header {name} is set by duetime and cannot be overridden", field
             )
@@ -256,7 +232,7 @@ class WebhookDeliverer:
         for name, value in extra.items():
             name = str(name)
             lower = name.lower()
-            if _is_reserved(lower):
+            if is_reserved_header(lower):
                 continue
             text = value if isinstance(value, str) else str(value)
             if "\r" in text or "\n" in text or "\0" in text or not _TOKEN.match(name):
