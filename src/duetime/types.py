@@ -441,12 +441,15 @@ TASK_TICK_OUTCOMES = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleConfig:
-    """Everything a user sets on a schedule: the timing, the policies and the task template.
+class ScheduleTiming:
+    """When a schedule fires: the one declaration of its timing fields, shared by what a user
+    sets (:class:`ScheduleConfig`) and what the fire-time functions read
+    (:class:`duetime.schedule.ScheduleSpec`).
 
-    Exactly one of ``cron``, ``every`` or ``rrule`` is set. ``task`` is the validated template
-    (``name``, ``queue``, ``target``, ``payload`` as a JSON value, ``priority``, ``retry`` as a
-    JSON object, ``timeout_seconds``, ``labels``, ``concurrency_key``).
+    Exactly one of ``cron``, ``every`` or ``rrule`` is set; ``timezone`` is an IANA name;
+    ``start_at``/``end_at`` bound the occurrences (aware UTC); ``jitter_seconds`` delays each one
+    by a deterministic amount up to it; ``dst_nonexistent``/``dst_ambiguous`` say what a wall time
+    that a DST change skips or doubles means.
     """
 
     cron: str | None = None
@@ -458,6 +461,18 @@ class ScheduleConfig:
     jitter_seconds: int = 0
     dst_nonexistent: str = "run_after_gap"
     dst_ambiguous: str = "first"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleConfig(ScheduleTiming):
+    """Everything a user sets on a schedule: the timing (:class:`ScheduleTiming`'s fields, first),
+    the policies and the task template.
+
+    ``task`` is the validated template (``name``, ``queue``, ``target``, ``payload`` as a JSON
+    value, ``priority``, ``retry`` as a JSON object, ``timeout_seconds``, ``labels``,
+    ``concurrency_key``).
+    """
+
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
     catchup: CatchupPolicy = CatchupPolicy.LATEST
     catchup_window_seconds: int = 86_400

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from duetime.schedule.spec import ScheduleSpec
+from duetime.schedule.spec import TIMING_FIELDS, ScheduleSpec
 from duetime.types import NewTask, RetryPolicy, Schedule, ScheduleConfig
 
 TEMPLATE_FIELDS = (
@@ -81,18 +81,8 @@ def spec_of(config: ScheduleConfig, anchor: datetime) -> ScheduleSpec:
     ``start_at``; the schedule's ``anchor_at``). A cron expression does not use the anchor, so
     it is left out: every schedule with the same cron and zone then shares one compiled spec
     (the expression layer caches them by value)."""
-    return ScheduleSpec(
-        cron=config.cron,
-        every=config.every,
-        rrule=config.rrule,
-        timezone=config.timezone,
-        start_at=config.start_at,
-        end_at=config.end_at,
-        jitter_seconds=config.jitter_seconds,
-        dst_nonexistent=config.dst_nonexistent,
-        dst_ambiguous=config.dst_ambiguous,
-        anchor=None if config.cron is not None else anchor,
-    )
+    timing = {name: getattr(config, name) for name in TIMING_FIELDS}
+    return ScheduleSpec(**timing, anchor=None if config.cron is not None else anchor)
 
 
 def schedule_spec(schedule: Schedule) -> ScheduleSpec:

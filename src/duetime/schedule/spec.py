@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from duetime.errors import ValidationError
+from duetime.types import ScheduleTiming
 
 EXPRESSION_FIELDS = ("cron", "every", "rrule")
 
+TIMING_FIELDS = tuple(f.name for f in fields(ScheduleTiming))
+"""The names of the timing fields, in declaration order."""
 
-@dataclass(frozen=True)
-class ScheduleSpec:
-    """A schedule's timing: exactly one of ``cron``, ``every`` or ``rrule``, plus options.
 
-    Build it with :func:`parse_spec`, which validates everything. Constructing it directly skips
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec(ScheduleTiming):
+    """A schedule's timing (:class:`~duetime.types.ScheduleTiming`'s fields) plus the anchor it
+    counts from: what every fire-time function takes.
+
+    Build it with :func:`parse_spec`, which validates everything (or from a stored schedule's
+    settings with :func:`duetime.schedule.config.spec_of`). Constructing it directly skips
     the checks; the expression is still parsed (and may raise :class:`ValidationError`) the
     first time it is used. Instants are timezone-aware UTC.
 
@@ -24,15 +30,6 @@ class ScheduleSpec:
     :func:`parse_spec`'s check that something fires between it and ``end_at``.
     """
 
-    cron: str | None = None
-    every: str | None = None
-    rrule: str | None = None
-    timezone: str = "UTC"
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    jitter_seconds: int = 0
-    dst_nonexistent: str = "run_after_gap"
-    dst_ambiguous: str = "first"
     anchor: datetime | None = None
 
     @property
