@@ -1,0 +1,20 @@
+"""The one thing the core's method mixins need from a backend: run a plan in a transaction."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from duetime.store.core.plan import Plan
+
+T = TypeVar("T")
+
+
+class Runs:
+    """Base of the core's method mixins; each backend's store class implements :meth:`_run`."""
+
+    async def _run(self, plan: Plan[T], *, write: bool = False, long: bool = False) -> T:
+        """Run ``plan`` to its end in one transaction (a write transaction when ``write``;
+        the audit trail names the caller's actor then) and fire the wake-ups it asked for after
+        the commit. ``long`` lifts the per-statement timeout (migrations). Raises
+        ``StoreUnavailable`` when the backend cannot be reached."""
+        raise NotImplementedError

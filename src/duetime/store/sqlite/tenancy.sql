@@ -1,0 +1,38 @@
+-- Tenants, API keys and signing secrets (plans in duetime/store/core/tenancy.py).
+
+-- name: tenant_insert
+INSERT INTO tenants (id, name, created_at) VALUES (:id, :name, :now)
+RETURNING id, name, created_at;
+
+-- name: tenant_get
+SELECT id, name, created_at FROM tenants WHERE id = :id;
+
+-- name: api_key_insert
+INSERT INTO api_keys (id, tenant_id, key_hash, created_at)
+VALUES (:id, :tenant_id, :key_hash, :now)
+RETURNING id, tenant_id, key_hash, created_at;
+
+-- name: api_key_get_by_hash
+SELECT id, tenant_id, key_hash, created_at FROM api_keys WHERE key_hash = :key_hash;
+
+-- name: api_key_delete
+DELETE FROM api_keys WHERE id = :id;
+
+-- name: signing_secret_insert
+INSERT INTO signing_secrets (id, tenant_id, secret, created_at, expires_at)
+VALUES (:id, :tenant_id, :secret, :now, NULL);
+
+-- Live secrets, oldest first (rowid breaks ties between secrets made at one pinned instant).
+-- name: signing_secret_list_live
+SELECT id, tenant_id, secret, created_at, expires_at
+FROM signing_secrets
+WHERE tenant_id = :tenant_id AND (expires_at IS NULL OR expires_at > :now)
+ORDER BY created_at, rowid;
+
+-- Every live secret expires :overlap_seconds from now, unless it already expires earlier.
+-- name: signing_secret_expire_live
+UPDATE signing_secrets
+SET expires_at = min(
+    coalesce(expires_at, :now + CAST(round(:overlap_seconds * 1000000) AS INTEGER)),
+    :now + CAST(round(:overlap_seconds * 1000000) AS INTEGER))
+WHERE tenant_id = :tenant_id AND (expires_at IS NULL OR expires_at > :now);
