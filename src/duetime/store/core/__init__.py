@@ -8,5 +8,5 @@ named statement is per dialect, in the backends' ``.sql`` files; the rows it ret
 duetime values in :mod:`.rows`, through a small per-backend :class:`~.plan.Decode`.
 
 The hot path (create, claim, complete, promote, heartbeat) stays per backend where a measurement
-says so: ``docs/adr/0012-store-core.md``.
+says so: ``docs/adr/0005-store-core.md``.
 """
