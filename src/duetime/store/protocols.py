@@ -49,6 +49,8 @@ from duetime.types import (
     TaskFilter,
     TaskPatch,
     Tenant,
+    TenantQuotas,
+    TenantUsage,
     Tick,
     TickFilter,
     TickOutcome,
@@ -151,6 +153,27 @@ class Store(Protocol):
     ) -> list[SigningSecret]:
         """Add ``secret`` and make every older live secret expire ``overlap_seconds`` from now
         (an earlier expiry is kept). Returns the live secrets afterwards."""
+
+    async def tenant_list(self) -> list[Tenant]:
+        """Every tenant, oldest first."""
+
+    async def tenant_quotas_put(self, tenant_id: str, quotas: TenantQuotas) -> Tenant:
+        """Replace the tenant's quotas; its create-rate bucket starts full. ``NotFound``."""
+
+    async def tenant_usage(self, tenant_id: str) -> TenantUsage:
+        """What counts against the quotas now: tasks not ended (read from the maintained
+        counters, never by counting tasks) and live schedules. Zeros for an unknown tenant."""
+
+    async def tenant_delete(self, tenant_id: str) -> bool:
+        """Delete a tenant that has no task left to end and no live schedule, with its keys,
+        secrets, notification settings and queues (its ended tasks and history stay). False when
+        it does not exist; ``Conflict`` naming what is left otherwise."""
+
+    async def tenant_creates_take(self, tenant_id: str, n: int) -> float | None:
+        """Take ``n`` task creates from the tenant's ``max_creates_per_second`` token bucket
+        (capacity: one second's worth, at least 1; a larger batch passes when the bucket is full
+        and leaves it in debt). None when they may go ahead — always without that quota — else
+        the seconds to wait. Holds across nodes."""
 
     # -- tasks: the API's side ---------------------------------------------------------------
 

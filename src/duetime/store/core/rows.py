@@ -20,11 +20,19 @@ from duetime.types import (
     Task,
     TaskStatus,
     Tenant,
+    TenantQuotas,
 )
 
 
 def tenant(r: Row, d: type[Decode]) -> Tenant:
-    return Tenant(id=r["id"], name=r["name"], created_at=d.time(r["created_at"]))
+    quotas = TenantQuotas(
+        max_pending_tasks=r["max_pending_tasks"],
+        max_creates_per_second=r["max_creates_per_second"],
+        max_concurrency=r["max_concurrency"],
+        max_schedules=r["max_schedules"],
+        weight=r["weight"],
+    )
+    return Tenant(id=r["id"], name=r["name"], created_at=d.time(r["created_at"]), quotas=quotas)
 
 
 def api_key(r: Row, d: type[Decode]) -> ApiKey:

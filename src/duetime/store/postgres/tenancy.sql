@@ -8,6 +8,45 @@ RETURNING *;
 -- name: tenant_get
 SELECT * FROM tenants WHERE id = :id;
 
+-- name: tenant_list
+SELECT * FROM tenants ORDER BY created_at, id;
+
+-- name: tenant_quotas_put
+UPDATE tenants
+SET max_pending_tasks = :max_pending_tasks, max_creates_per_second = :max_creates_per_second,
+    max_concurrency = :max_concurrency, max_schedules = :max_schedules, weight = :weight,
+    create_tokens = NULL, create_tokens_at = NULL
+WHERE id = :id
+RETURNING *;
+
+-- What counts against the quotas: tasks not ended (the maintained counters plus the deltas not
+-- folded yet) and live schedules.
+-- name: tenant_usage
+SELECT
+    (SELECT coalesce(sum(n), 0) FROM task_counts
+     WHERE tenant_id = :id
+       AND status IN ('scheduled', 'blocked', 'ready', 'retrying', 'running'))
+  + (SELECT coalesce(sum(delta), 0) FROM task_count_deltas
+     WHERE tenant_id = :id
+       AND status IN ('scheduled', 'blocked', 'ready', 'retrying', 'running')) AS pending_tasks,
+    (SELECT count(*) FROM schedules WHERE tenant_id = :id AND NOT deleted) AS schedules;
+
+-- name: tenant_delete
+DELETE FROM tenants WHERE id = :id;
+
+-- name: tenant_queues_delete
+DELETE FROM queues WHERE tenant_id = :id;
+
+-- The create-rate bucket, locked: creates of one rate-limited tenant serialize across nodes.
+-- name: tenant_bucket_lock
+SELECT max_creates_per_second AS rate, create_tokens AS tokens, create_tokens_at AS tokens_at,
+       coalesce(:now::timestamptz, now()) AS now
+FROM tenants WHERE id = :id
+FOR UPDATE;
+
+-- name: tenant_bucket_put
+UPDATE tenants SET create_tokens = :tokens, create_tokens_at = :at WHERE id = :id;
+
 -- name: api_key_insert
 INSERT INTO api_keys (id, tenant_id, key_hash, created_at)
 VALUES (:id, :tenant_id, :key_hash, coalesce(:now::timestamptz, now()))

@@ -2,10 +2,45 @@
 
 -- name: tenant_insert
 INSERT INTO tenants (id, name, created_at) VALUES (:id, :name, :now)
-RETURNING id, name, created_at;
+RETURNING *;
 
 -- name: tenant_get
-SELECT id, name, created_at FROM tenants WHERE id = :id;
+SELECT * FROM tenants WHERE id = :id;
+
+-- name: tenant_list
+SELECT * FROM tenants ORDER BY created_at, id;
+
+-- name: tenant_quotas_put
+UPDATE tenants
+SET max_pending_tasks = :max_pending_tasks, max_creates_per_second = :max_creates_per_second,
+    max_concurrency = :max_concurrency, max_schedules = :max_schedules, weight = :weight,
+    create_tokens = NULL, create_tokens_at = NULL
+WHERE id = :id
+RETURNING *;
+
+-- What counts against the quotas: tasks not ended (from the maintained counters) and live
+-- schedules.
+-- name: tenant_usage
+SELECT
+    (SELECT coalesce(sum(n), 0) FROM task_counts
+     WHERE tenant_id = :id
+       AND status IN ('scheduled', 'blocked', 'ready', 'retrying', 'running')) AS pending_tasks,
+    (SELECT count(*) FROM schedules WHERE tenant_id = :id AND deleted = 0) AS schedules;
+
+-- name: tenant_delete
+DELETE FROM tenants WHERE id = :id;
+
+-- name: tenant_queues_delete
+DELETE FROM queues WHERE tenant_id = :id;
+
+-- The create-rate bucket, read under the write lock (BEGIN IMMEDIATE).
+-- name: tenant_bucket_lock
+SELECT max_creates_per_second AS rate, create_tokens AS tokens, create_tokens_at AS tokens_at,
+       :now AS now
+FROM tenants WHERE id = :id;
+
+-- name: tenant_bucket_put
+UPDATE tenants SET create_tokens = :tokens, create_tokens_at = :at WHERE id = :id;
 
 -- name: api_key_insert
 INSERT INTO api_keys (id, tenant_id, key_hash, created_at)
