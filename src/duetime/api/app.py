@@ -34,6 +34,7 @@ from duetime.api.queue_schemas import (
     LeaseIn,
     QueuePutIn,
 )
+from duetime.api.quotas import QuotaGate
 from duetime.api.routes import (
     admin,
     bulk,
@@ -150,6 +151,7 @@ def create_app(
         settings=settings,
         auth=Authenticator(settings, store),
         builder=TaskBuilder(settings.max_payload_bytes, validate_target),
+        quotas=QuotaGate(store),
         body_limit=body_limit,
         batch_body_limit=max(BATCH_BODY_LIMIT_BYTES, body_limit),
     )
