@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from duetime.history.events import HistoryEvent, HistoryFilter
 from duetime.history.retention import RetentionPolicy, TaskArchiver
+from duetime.store.core.leases import Released
 from duetime.store.counters import CountKey, Reconciled
 from duetime.types import (
     ApiKey,
@@ -293,6 +294,15 @@ class Store(Protocol):
         ``running`` under that lease, expired or not (until the reaper or the holder ends it, a
         completion under it is still accepted). With ``tenant_id``, only that tenant's. Unknown,
         ended and malformed ids are absent."""
+
+    async def task_release(
+        self, lease_ids: Sequence[str], delay_seconds: float = 0.0, tenant_id: str | None = None
+    ) -> dict[str, Released]:
+        """Hand back the tasks running under ``lease_ids`` (of ``tenant_id``, when given) without
+        spending their attempt: each waits again, ``ready`` now or ``scheduled`` until
+        ``delay_seconds`` from now, its lease gone. Returns lease id → what became of the task;
+        stale leases and tasks whose cancel was requested are left out and unchanged. Fires
+        ``ready_signal``/``due_signal``."""
 
     async def task_expired_leases(self, limit: int) -> list[Lease]:
         """Up to ``limit`` ``running`` tasks whose lease expired by now, oldest expiry first.

@@ -27,6 +27,7 @@ from typing import TypeVar
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
+from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.tenancy import TenancyMethods
@@ -89,7 +90,13 @@ _INTEGRITY_RETRIES = 2
 
 
 class SqliteStore(
-    MigrationMethods, TenancyMethods, queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps
+    LeaseReleaseMethods,
+    MigrationMethods,
+    TenancyMethods,
+    queues.QueueOps,
+    ScheduleMethods,
+    NotificationOps,
+    HistoryOps,
 ):
     """:class:`~duetime.store.protocols.Store` on one SQLite file.
 
