@@ -296,11 +296,14 @@ class Store(Protocol):
         ended and malformed ids are absent."""
 
     async def task_release(
-        self, lease_ids: Sequence[str], delay_seconds: float = 0.0, tenant_id: str | None = None
+        self,
+        lease_ids: Sequence[str],
+        delay_seconds: float | Sequence[float] = 0.0,
+        tenant_id: str | None = None,
     ) -> dict[str, Released]:
         """Hand back the tasks running under ``lease_ids`` (of ``tenant_id``, when given) without
         spending their attempt: each waits again, ``ready`` now or ``scheduled`` until
-        ``delay_seconds`` from now, its lease gone. Returns lease id → what became of the task;
+        ``delay_seconds`` from now (one delay, or one per lease), its lease gone. Returns lease id → what became of the task;
         stale leases and tasks whose cancel was requested are left out and unchanged. Fires
         ``ready_signal``/``due_signal``."""
 

@@ -81,3 +81,12 @@ async def test_a_task_whose_cancel_was_requested_is_not_handed_back(store: Store
     await store.task_cancel(tenant, task.id)
     assert await store.task_release([lease.lease_id]) == {}
     assert (await _get(store, task)).status is S.RUNNING
+
+
+async def test_release_takes_one_delay_per_lease(store: Store, clock: FakeClock) -> None:
+    tenant = await _tenant(store)
+    tasks = [await _create(store, tenant, name=f"e{i}") for i in range(2)]
+    leases = [await _claim_one(store, t) for t in tasks]
+    released = await store.task_release([lease.lease_id for lease in leases], [0, 5])
+    assert [released[lease.lease_id].status for lease in leases] == [S.READY, S.SCHEDULED]
+    assert ((await _get(store, tasks[1])).due_at - clock.now()).total_seconds() == 5

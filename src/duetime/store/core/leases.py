@@ -34,29 +34,40 @@ def _released(r: Row, d: type[Decode]) -> Released:
 
 
 def task_release(
-    lease_ids: Sequence[str], delay_seconds: float, tenant_id: str | None
+    lease_ids: Sequence[str], delay_seconds: float | Sequence[float], tenant_id: str | None
 ) -> Plan[dict[str, Released]]:
     """Hand back each task running under one of ``lease_ids`` (of ``tenant_id``, when given),
-    due again ``delay_seconds`` from now. Returns lease id → what became of the task; a stale
-    lease (ended, expired and reaped, unknown, another tenant's) or a task whose cancel was
-    requested is left out and unchanged."""
-    delay = min(max(0.0, float(delay_seconds)), MAX_RELEASE_DELAY_SECONDS)
+    due again ``delay_seconds`` from now (one delay for all, or one per lease). Returns lease id
+    → what became of the task; a stale lease (ended, expired and reaped, unknown, another
+    tenant's) or a task whose cancel was requested is left out and unchanged."""
+    delays = (
+        [float(delay_seconds)] * len(lease_ids)
+        if isinstance(delay_seconds, int | float)
+        else [float(d) for d in delay_seconds]
+    )
+    if len(delays) != len(lease_ids):
+        raise ValueError("task_release needs one delay per lease id")
     done: dict[str, Released] = {}
-    for lease_id in dict.fromkeys(lease_ids):
-        if not is_uuid(lease_id):
+    for lease_id, wanted in zip(lease_ids, delays, strict=True):
+        if lease_id in done or not is_uuid(lease_id):
             continue
+        delay = min(max(0.0, wanted), MAX_RELEASE_DELAY_SECONDS)
         found: Released | None = yield one(
             "task_release", _released, lease_id=lease_id, delay=delay, tenant_id=tenant_id
         )
         if found is not None:
             done[lease_id] = found
     if done:
-        yield Wake(ready=delay == 0, due=delay > 0)
+        statuses = {r.status for r in done.values()}
+        yield Wake(ready=TaskStatus.READY in statuses, due=TaskStatus.SCHEDULED in statuses)
     return done
 
 
 class LeaseReleaseMethods(Runs):
     async def task_release(
-        self, lease_ids: Sequence[str], delay_seconds: float = 0.0, tenant_id: str | None = None
+        self,
+        lease_ids: Sequence[str],
+        delay_seconds: float | Sequence[float] = 0.0,
+        tenant_id: str | None = None,
     ) -> dict[str, Released]:
         return await self._run(task_release(lease_ids, delay_seconds, tenant_id), write=True)
