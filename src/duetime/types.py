@@ -324,6 +324,23 @@ class TenantQuotas:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetCircuit:
+    """A circuit breaker's last known state for one (tenant, target origin), as stored
+    (:mod:`duetime.delivery.circuit`)."""
+
+    tenant_id: str
+    origin: str
+    state: str
+    """``closed``, ``open`` or ``half_open``."""
+    failures: int
+    cooldown_seconds: float
+    open_until: datetime | None
+    changed_at: datetime
+    opened: int = 0
+    """Times it opened (its ``PUT``s into ``open`` ever)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TenantUsage:
     """What counts against a tenant's quotas now."""
 

@@ -45,6 +45,7 @@ from duetime.types import (
     ScheduleRevision,
     SigningSecret,
     StatusCount,
+    TargetCircuit,
     Task,
     TaskCreated,
     TaskFilter,
@@ -176,6 +177,18 @@ class Store(Protocol):
         and leaves it in debt). None when they may go ahead — always without that quota — else
         the seconds to wait. Holds across nodes."""
 
+    # -- target circuits ---------------------------------------------------------------------
+
+    async def circuit_put(self, circuit: TargetCircuit) -> None:
+        """Record a circuit's new state (``changed_at`` is the store's now; ``opened`` counts up
+        by one when ``state`` is ``open``)."""
+
+    async def circuit_list(self, tenant_id: str) -> list[TargetCircuit]:
+        """Every circuit the tenant's deliveries ever opened, by origin."""
+
+    async def circuit_active(self, limit: int = 10_000) -> list[TargetCircuit]:
+        """Up to ``limit`` circuits, of every tenant, open (or half-open) until after now."""
+
     # -- tasks: the API's side ---------------------------------------------------------------
 
     async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
@@ -303,9 +316,9 @@ class Store(Protocol):
     ) -> dict[str, Released]:
         """Hand back the tasks running under ``lease_ids`` (of ``tenant_id``, when given) without
         spending their attempt: each waits again, ``ready`` now or ``scheduled`` until
-        ``delay_seconds`` from now (one delay, or one per lease), its lease gone. Returns lease id → what became of the task;
-        stale leases and tasks whose cancel was requested are left out and unchanged. Fires
-        ``ready_signal``/``due_signal``."""
+        ``delay_seconds`` from now (one delay, or one per lease), its lease gone. Returns lease
+        id → what became of the task; stale leases and tasks whose cancel was requested are
+        left out and unchanged. Fires ``ready_signal``/``due_signal``."""
 
     async def task_expired_leases(self, limit: int) -> list[Lease]:
         """Up to ``limit`` ``running`` tasks whose lease expired by now, oldest expiry first.

@@ -8,6 +8,9 @@ Use it like :mod:`duetime.testing.conformance`, given ``store`` and ``clock`` fi
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import timedelta
+
 import pytest
 
 from duetime.clock import FakeClock
@@ -15,7 +18,7 @@ from duetime.errors import Conflict, NotFound
 from duetime.store.protocols import Store
 from duetime.testing.conformance import _create, _tenant
 from duetime.testing.conformance_schedules import _schedule
-from duetime.types import TenantQuotas
+from duetime.types import TargetCircuit, TenantQuotas
 
 
 async def test_tenant_quotas_default_to_none_and_round_trip(store: Store) -> None:
@@ -97,3 +100,32 @@ async def test_usage_counts_live_schedules(store: Store, clock: FakeClock) -> No
         await store.tenant_delete(tenant)
     await store.schedule_delete(tenant, schedule.id, None, {})
     assert (await store.tenant_usage(tenant)).schedules == 0
+
+
+async def test_circuits_round_trip_and_active_ones_expire(store: Store, clock: FakeClock) -> None:
+    tenant = await _tenant(store)
+    now = clock.now()
+    opened = TargetCircuit(
+        tenant_id=tenant,
+        origin="https://hooks.example:443",
+        state="open",
+        failures=5,
+        cooldown_seconds=5.0,
+        open_until=now + timedelta(seconds=5),
+        changed_at=now,
+    )
+    await store.circuit_put(opened)
+    [listed] = await store.circuit_list(tenant)
+    assert listed == dataclasses.replace(opened, opened=1)
+    assert [c.origin for c in await store.circuit_active()] == [opened.origin]
+    assert await store.circuit_list(await _tenant(store, "other")) == []
+    clock.advance(6)
+    assert await store.circuit_active() == []
+    closed = dataclasses.replace(
+        opened, state="closed", failures=0, cooldown_seconds=0.0, open_until=None
+    )
+    await store.circuit_put(closed)
+    await store.circuit_put(dataclasses.replace(opened, open_until=clock.now() + timedelta(1)))
+    [listed] = await store.circuit_list(tenant)
+    assert listed.state == "open" and listed.opened == 2
+    assert listed.changed_at == clock.now()

@@ -30,6 +30,7 @@ from duetime.clock import Clock
 from duetime.errors import Conflict, NotFound, StoreFull, StoreUnavailable, ValidationError
 from duetime.history.actor import current_actor
 from duetime.ids import is_uuid
+from duetime.store.core.circuits import CircuitMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.plan import Plan, Woken
@@ -72,6 +73,7 @@ _SERVER_SETTINGS = {
 
 
 class PostgresStore(
+    CircuitMethods,
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,

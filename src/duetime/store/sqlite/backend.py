@@ -27,6 +27,7 @@ from typing import TypeVar
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
+from duetime.store.core.circuits import CircuitMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.plan import Plan, Woken
@@ -90,6 +91,7 @@ _INTEGRITY_RETRIES = 2
 
 
 class SqliteStore(
+    CircuitMethods,
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
