@@ -11,7 +11,7 @@ from duetime.clock import FakeClock
 from duetime.delivery import circuit as circuit_module
 from duetime.delivery.circuit import Circuit, Circuits, CircuitState, origin_of
 
-T, O = "tenant", "https://hooks.example:443"
+T, ORIGIN = "tenant", "https://hooks.example:443"
 
 
 def _circuits(clock: FakeClock) -> Circuits:
@@ -21,16 +21,16 @@ def _circuits(clock: FakeClock) -> Circuits:
 def test_opens_after_threshold_consecutive_unhealthy_attempts() -> None:
     clock = FakeClock()
     c = _circuits(clock)
-    assert c.hold(T, O) is None
-    assert c.record(T, O, healthy=False) is None
-    assert c.record(T, O, healthy=True) is None  # a healthy answer resets the count
+    assert c.hold(T, ORIGIN) is None
+    assert c.record(T, ORIGIN, healthy=False) is None
+    assert c.record(T, ORIGIN, healthy=True) is None  # a healthy answer resets the count
     for _ in range(2):
-        assert c.record(T, O, healthy=False) is None
-    changed = c.record(T, O, healthy=False)
+        assert c.record(T, ORIGIN, healthy=False) is None
+    changed = c.record(T, ORIGIN, healthy=False)
     assert changed is not None and changed.state is CircuitState.OPEN
-    held = c.hold(T, O)
+    held = c.hold(T, ORIGIN)
     assert held is not None and 5.0 <= held <= 10.0  # the cool-down plus a spread
-    assert c.hold("other-tenant", O) is None  # per tenant
+    assert c.hold("other-tenant", ORIGIN) is None  # per tenant
     assert c.hold(T, "https://other.example:443") is None  # per origin
 
 
@@ -38,46 +38,46 @@ def test_half_open_probe_closes_or_reopens_with_a_longer_cooldown() -> None:
     clock = FakeClock()
     c = _circuits(clock)
     for _ in range(3):
-        c.record(T, O, healthy=False)
+        c.record(T, ORIGIN, healthy=False)
     clock.advance(5)
-    assert c.hold(T, O) is None  # the probe
-    assert c.get(T, O).state is CircuitState.HALF_OPEN  # type: ignore[union-attr]
-    held = c.hold(T, O)
+    assert c.hold(T, ORIGIN) is None  # the probe
+    assert c.get(T, ORIGIN).state is CircuitState.HALF_OPEN  # type: ignore[union-attr]
+    held = c.hold(T, ORIGIN)
     assert held is not None and held >= 1.0  # one probe at a time
-    reopened = c.record(T, O, healthy=False)
+    reopened = c.record(T, ORIGIN, healthy=False)
     assert reopened is not None and reopened.state is CircuitState.OPEN
     assert reopened.cooldown == 10.0
     clock.advance(10)
-    assert c.hold(T, O) is None
-    c.record(T, O, healthy=False)
-    assert c.get(T, O).cooldown == 20.0  # type: ignore[union-attr]
+    assert c.hold(T, ORIGIN) is None
+    c.record(T, ORIGIN, healthy=False)
+    assert c.get(T, ORIGIN).cooldown == 20.0  # type: ignore[union-attr]
     clock.advance(20)
-    assert c.hold(T, O) is None
-    c.record(T, O, healthy=False)
-    assert c.get(T, O).cooldown == 20.0  # capped  # type: ignore[union-attr]
+    assert c.hold(T, ORIGIN) is None
+    c.record(T, ORIGIN, healthy=False)
+    assert c.get(T, ORIGIN).cooldown == 20.0  # capped  # type: ignore[union-attr]
     clock.advance(20)
-    assert c.hold(T, O) is None
-    closed = c.record(T, O, healthy=True)
+    assert c.hold(T, ORIGIN) is None
+    closed = c.record(T, ORIGIN, healthy=True)
     assert closed is not None and closed.state is CircuitState.CLOSED
     assert (closed.failures, closed.cooldown) == (0, 0.0)
-    assert c.hold(T, O) is None
+    assert c.hold(T, ORIGIN) is None
 
 
 def test_attempts_that_started_before_it_opened_change_nothing() -> None:
     clock = FakeClock()
     c = _circuits(clock)
     for _ in range(3):
-        c.record(T, O, healthy=False)
-    assert c.record(T, O, healthy=True) is None
-    assert c.get(T, O).state is CircuitState.OPEN  # type: ignore[union-attr]
+        c.record(T, ORIGIN, healthy=False)
+    assert c.record(T, ORIGIN, healthy=True) is None
+    assert c.get(T, ORIGIN).state is CircuitState.OPEN  # type: ignore[union-attr]
 
 
 def test_adopting_another_process_open_circuit() -> None:
     clock = FakeClock()
     c = _circuits(clock)
     until = clock.now() + timedelta(seconds=8)
-    c.adopt(T, O, until, cooldown=8.0, failures=3)
-    held = c.hold(T, O)
+    c.adopt(T, ORIGIN, until, cooldown=8.0, failures=3)
+    held = c.hold(T, ORIGIN)
     assert held is not None and held >= 8.0
     c.adopt(T, "https://x:443", clock.now(), cooldown=1.0, failures=1)  # already over: ignored
     assert c.hold(T, "https://x:443") is None
@@ -94,10 +94,10 @@ def test_listeners_hear_every_change() -> None:
     circuit_module.add_listener(listener)
     try:
         for _ in range(3):
-            c.record(T, O, healthy=False)
+            c.record(T, ORIGIN, healthy=False)
         clock.advance(5)
-        c.hold(T, O)
-        c.record(T, O, healthy=True)
+        c.hold(T, ORIGIN)
+        c.record(T, ORIGIN, healthy=True)
     finally:
         circuit_module.remove_listener(listener)
     assert heard == [CircuitState.OPEN, CircuitState.HALF_OPEN, CircuitState.CLOSED]
