@@ -33,6 +33,8 @@ from duetime.api.queue_schemas import (
     HeartbeatIn,
     LeaseIn,
     QueuePutIn,
+    ReleaseBatchIn,
+    ReleaseIn,
 )
 from duetime.api.quotas import QuotaGate
 from duetime.api.routes import (
@@ -45,6 +47,7 @@ from duetime.api.routes import (
     queues,
     schedule_keys,
     schedules,
+    targets,
     tasks,
     tenant,
 )
@@ -63,6 +66,7 @@ from duetime.api.schemas import (
     TaskCreate,
     TaskPatchIn,
     TenantCreateIn,
+    TenantQuotasIn,
 )
 from duetime.config import Settings
 from duetime.observe.http import HttpMetrics
@@ -77,6 +81,7 @@ ROUTERS: Sequence[APIRouter] = (
     schedules.router,
     queues.router,
     leases.router,
+    targets.router,
     tenant.router,
     notifications.router,
     admin.router,
@@ -103,6 +108,9 @@ DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     FailIn,
     CompleteBatchIn,
     FailBatchIn,
+    ReleaseIn,
+    ReleaseBatchIn,
+    TenantQuotasIn,
     ScheduleCreate,
     SchedulePatchIn,
     PauseIn,

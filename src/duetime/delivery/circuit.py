@@ -122,6 +122,8 @@ class Circuits:
         self.max_cooldown = max_cooldown
         self._rng = rng or random.Random()
         self._circuits: dict[tuple[str, str], Circuit] = {}
+        self.on_change: Listener | None = None
+        """Told of this instance's changes first (the dispatcher records them in the store)."""
 
     def get(self, tenant_id: str, origin: str) -> Circuit | None:
         return self._circuits.get((tenant_id, origin))
@@ -208,7 +210,8 @@ class Circuits:
             circuit.failures,
             circuit.cooldown,
         )
-        for listener in list(_listeners):
+        own = [self.on_change] if self.on_change is not None else []
+        for listener in [*own, *_listeners]:
             try:
                 listener(circuit)
             except Exception:  # a listener must not break delivery
