@@ -32,10 +32,10 @@ from duetime.history.actor import current_actor
 from duetime.ids import is_uuid
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.plan import Plan, Woken
+from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.tenancy import TenancyMethods
 from duetime.store.postgres import driver, rows
 from duetime.store.postgres.batching import InsertBatcher
-from duetime.store.postgres.counters import CounterOps
 from duetime.store.postgres.errors import describe_server, is_unavailable
 from duetime.store.postgres.history import HQ, HistoryOps
 from duetime.store.postgres.notifications import NotificationOps
@@ -71,7 +71,13 @@ _SERVER_SETTINGS = {
 
 
 class PostgresStore(
-    MigrationMethods, TenancyMethods, CounterOps, QueueOps, ScheduleOps, NotificationOps, HistoryOps
+    MigrationMethods,
+    TenancyMethods,
+    QueueOps,
+    QueueingMethods,
+    ScheduleOps,
+    NotificationOps,
+    HistoryOps,
 ):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
