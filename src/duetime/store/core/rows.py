@@ -9,18 +9,23 @@ from typing import Any
 import orjson
 
 from duetime.store.core.plan import Decode, Row
+from duetime.store.counters import CountKey
 from duetime.store.recorded import stored_retry_policy
 from duetime.types import (
     ApiKey,
     Attempt,
     AttemptOutcome,
     Lease,
+    Queue,
+    QueueSettings,
     RetryPolicy,
     SigningSecret,
+    StatusCount,
     Task,
     TaskStatus,
     Tenant,
     TenantQuotas,
+    WorkerInfo,
 )
 
 
@@ -131,3 +136,53 @@ def attempt(r: Row, d: type[Decode]) -> Attempt:
         duration_ms=r["duration_ms"],
         worker=r["worker"],
     )
+
+
+# -- queues, workers, counts (duetime.store.core.queueing) -----------------------------------
+
+
+def queue(r: Row, d: type[Decode]) -> Queue:
+    return Queue(
+        tenant_id=r["tenant_id"],
+        name=r["name"],
+        settings=QueueSettings(
+            rate_limit_per_second=r["rate_limit_per_second"],
+            burst=r["burst"],
+            max_concurrency=r["max_concurrency"],
+            max_concurrency_per_key=r["max_concurrency_per_key"],
+            paused=d.flag(r["paused"]),
+        ),
+        updated_at=d.time(r["updated_at"]),
+    )
+
+
+def worker(r: Row, d: type[Decode]) -> WorkerInfo:
+    return WorkerInfo(
+        tenant_id=r["tenant_id"],
+        worker_id=r["worker_id"],
+        queues=d.ids(r["queues"]),  # a list of text, as ids are
+        first_seen_at=d.time(r["first_seen_at"]),
+        last_seen_at=d.time(r["last_seen_at"]),
+        leases=r["leases"],
+    )
+
+
+def status_count(r: Row, d: type[Decode]) -> StatusCount:
+    return StatusCount(
+        tenant_id=r["tenant_id"], queue=r["queue"], status=_STATUS[r["status"]], count=r["n"]
+    )
+
+
+def queue_figure(r: Row, d: type[Decode]) -> tuple[str, TaskStatus | None, int, float]:
+    """A ``queue_stats`` row: ``(queue, status, n, _)`` or ``(queue, None, _, lag seconds)``."""
+    status = r["status"]
+    return r["queue"], None if status is None else _STATUS[status], r["n"], r["lag"]
+
+
+def count_key(r: Row, d: type[Decode]) -> CountKey:
+    return CountKey(r["tenant_id"], r["queue"])
+
+
+def recount(r: Row, d: type[Decode]) -> tuple[str, int, int]:
+    """A ``counts_recount`` row: ``(status, real count, counted)``."""
+    return r["status"], r["real"], r["counted"]

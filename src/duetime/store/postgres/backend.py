@@ -34,10 +34,10 @@ from duetime.store.core.circuits import CircuitMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.plan import Plan, Woken
+from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.tenancy import TenancyMethods
 from duetime.store.postgres import driver, rows
 from duetime.store.postgres.batching import InsertBatcher
-from duetime.store.postgres.counters import CounterOps
 from duetime.store.postgres.errors import describe_server, is_unavailable
 from duetime.store.postgres.history import HQ, HistoryOps
 from duetime.store.postgres.notifications import NotificationOps
@@ -77,8 +77,8 @@ class PostgresStore(
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
-    CounterOps,
     QueueOps,
+    QueueingMethods,
     ScheduleOps,
     NotificationOps,
     HistoryOps,

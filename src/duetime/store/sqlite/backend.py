@@ -31,12 +31,11 @@ from duetime.store.core.circuits import CircuitMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.plan import Plan, Woken
+from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.tenancy import TenancyMethods
-from duetime.store.counters import CountKey, Reconciled
 from duetime.store.recorded import recordable
 from duetime.store.sql import migrations
 from duetime.store.sqlite import (
-    counters,
     driver,
     leadership,
     queues,
@@ -56,8 +55,6 @@ from duetime.types import (
     CompletionResult,
     Lease,
     NewTask,
-    QueueStats,
-    StatusCount,
     Task,
     TaskCreated,
     TaskFilter,
@@ -95,6 +92,7 @@ class SqliteStore(
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
+    QueueingMethods,
     queues.QueueOps,
     ScheduleMethods,
     NotificationOps,
@@ -320,22 +318,6 @@ class SqliteStore(
     async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
         return await self._read(
             lambda conn, now: tasks_api.attempt_list(conn, now, tenant_id, task_id)
-        )
-
-    async def task_count_by_status(self) -> list[StatusCount]:
-        return await self._read(counters.task_count_by_status)
-
-    async def queue_stats(self, tenant_id: str, name: str | None = None) -> list[QueueStats]:
-        return await self._read(lambda conn, now: counters.queue_stats(conn, now, tenant_id, name))
-
-    async def task_counts_fold(self, limit: int) -> int:
-        return await self._write(counters.task_counts_fold)
-
-    async def task_counts_reconcile(
-        self, after: CountKey | None, max_rows: int
-    ) -> Reconciled | None:
-        return await self._write(
-            lambda conn, now: counters.task_counts_reconcile(conn, now, after, max_rows)
         )
 
     # -- tasks: the engine's side --------------------------------------------------------------
