@@ -4,10 +4,14 @@ backend's :class:`~duetime.store.core.plan.Decode`."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Callable
+from datetime import date
+from typing import Any, cast
 
 import orjson
 
+from duetime.history.events import HistoryEvent
+from duetime.history.retention import RetentionPolicy
 from duetime.store.core.plan import Decode, Row
 from duetime.store.recorded import stored_retry_policy
 from duetime.types import (
@@ -15,6 +19,7 @@ from duetime.types import (
     Attempt,
     AttemptOutcome,
     Lease,
+    NotificationSettings,
     RetryPolicy,
     SigningSecret,
     Task,
@@ -130,4 +135,107 @@ def attempt(r: Row, d: type[Decode]) -> Attempt:
         http_status=r["http_status"],
         duration_ms=r["duration_ms"],
         worker=r["worker"],
+    )
+
+
+# -- history, retention and notifications (duetime/store/core/history.py, notifications.py) ---
+
+
+def retention(r: Row, d: type[Decode]) -> RetentionPolicy:
+    return RetentionPolicy.of_row(r)
+
+
+def queue_retention(r: Row, d: type[Decode]) -> tuple[str, RetentionPolicy]:
+    return r["queue"], RetentionPolicy.of_row(r)
+
+
+def tenant_count(r: Row, d: type[Decode]) -> tuple[str, int]:
+    return r["tenant_id"], r["n"]
+
+
+def month(r: Row, d: type[Decode]) -> date:
+    """A ``month`` column: the month's first day as ISO text."""
+    return date.fromisoformat(r["month"])
+
+
+def history_fields(text: str | None, d: type[Decode]) -> dict[str, Any] | None:
+    """The ``fields`` of an audit record. SQLite's triggers record ``run_at`` in microseconds,
+    PostgreSQL's as RFC 3339 text: both answer the text."""
+    if not text:
+        return None
+    found: dict[str, Any] = orjson.loads(text)
+    if "run_at" in found:
+        found["run_at"] = [
+            v if v is None or isinstance(v, str) else d.time(v).isoformat().replace("+00:00", "Z")
+            for v in found["run_at"]
+        ]
+    return found
+
+
+def history_event(r: Row, d: type[Decode]) -> HistoryEvent:
+    """A ``history`` row as a :class:`HistoryEvent`."""
+    return HistoryEvent(
+        at=d.time(r["at"]),
+        id=r["id"],
+        kind=r["kind"],
+        task_id=d.opt_ident(r["task_id"]),
+        schedule_id=r["schedule_id"],
+        name=r["name"],
+        queue=r["queue"],
+        labels=orjson.loads(r["labels"]) if r["labels"] else {},
+        from_status=r["from_status"],
+        to_status=r["to_status"],
+        actor=r["actor"],
+        fields=history_fields(r["fields"], d),
+        attempt=r["attempt"],
+        outcome=r["outcome"],
+        error=r["error"],
+        http_status=r["http_status"],
+        duration_ms=r["duration_ms"],
+        worker=r["worker"],
+        started_at=d.opt_time(r["started_at"]),
+    )
+
+
+_TASK_TIMES = frozenset(
+    {"scheduled_for", "run_at", "due_at", "created_at", "updated_at", "started_at",
+     "finished_at", "lease_expires_at"}
+)  # fmt: skip
+_TASK_JSON = frozenset({"target", "retry", "labels", "depends_on"})
+
+
+def swept_task(r: Row, d: type[Decode]) -> Callable[[], dict[str, Any]]:
+    """A task a retention sweep deleted, as the archive keeps it (``TaskArchiver``), made when
+    the archive asks: PostgreSQL's row carries ``to_jsonb(t)`` as ``document``; SQLite's
+    (``document`` NULL) is the whole row, made into JSON here."""
+    return functools.partial(_swept_task, r, d)
+
+
+def _swept_task(r: Row, d: type[Decode]) -> dict[str, Any]:
+    document = r["document"]
+    if document is None:
+        whole: dict[str, Any] = {}
+        for key in cast(Any, r).keys():  # noqa: SIM118 (sqlite3.Row iterates values)
+            value = r[key]
+            if key in _TASK_TIMES and value is not None:
+                value = d.time(value).isoformat()
+            elif key in _TASK_JSON and isinstance(value, str):
+                value = orjson.loads(value)
+            if key != "document":
+                whole[key] = value
+        document = orjson.dumps(whole).decode()
+    keys = ("id", "tenant_id", "name", "queue", "status", "schedule_id")
+    return {
+        **{key: r[key] for key in keys},
+        "finished_at": d.time(r["finished_at"]),
+        "document": document,
+    }
+
+
+def notification_settings(r: Row, d: type[Decode]) -> NotificationSettings:
+    return NotificationSettings(
+        tenant_id=r["tenant_id"],
+        events=tuple(orjson.loads(r["events"])),
+        target=orjson.loads(r["target"]),
+        updated_at=d.time(r["updated_at"]),
     )
