@@ -11,7 +11,7 @@ The rules of periods, cursors and filters are in :mod:`duetime.history`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import date
 from typing import Any, TypeVar
 
@@ -66,8 +66,9 @@ def task_retention_sweep(
 ) -> Plan[int]:
     """Delete up to ``limit`` finished tasks past their retention, handed to ``archive`` before
     the deletion commits; returns how many."""
+    into = rows.swept_task if archive is not None else rows.nothing
     gone = yield all_(
-        "task_retention_sweep", rows.swept_task, limit=limit,
+        "task_retention_sweep", into, limit=limit,
         succeeded=defaults.succeeded, failed=defaults.failed, cancelled=defaults.cancelled,
     )  # fmt: skip
     if gone and archive is not None:
@@ -75,10 +76,9 @@ def task_retention_sweep(
     return len(gone)
 
 
-def _archive(archive: TaskArchiver, gone: list[Callable[[], dict[str, Any]]]) -> None:
-    documents = [task() for task in gone]
+def _archive(archive: TaskArchiver, gone: list[dict[str, Any]]) -> None:
     try:
-        archive(documents)
+        archive(gone)
     except Exception as exc:  # rolls the deletion back
         raise ArchiveFailed(f"{type(exc).__name__}: {exc}") from exc
 
@@ -143,55 +143,41 @@ class HistoryMethods(Runs):
     async def queue_retention_put(
         self, tenant_id: str, queue: str, policy: RetentionPolicy | None
     ) -> None:
-        """Set the queue's retention (None or an empty policy: back to the defaults)."""
         await self._run(queue_retention_put(tenant_id, queue, policy), write=True)
 
     async def queue_retention_get(self, tenant_id: str, queue: str) -> RetentionPolicy:
-        """The queue's own retention (fields it does not set are None)."""
         return await self._run(queue_retention_get(tenant_id, queue))
 
     async def queue_retention_list(self, tenant_id: str) -> dict[str, RetentionPolicy]:
-        """Every queue of the tenant with its own retention, by name."""
         return await self._run(queue_retention_list(tenant_id))
 
     async def task_retention_sweep(
         self, defaults: RetentionPolicy, limit: int, *, archive: TaskArchiver | None = None
     ) -> int:
-        """Delete up to ``limit`` finished tasks past their retention (handed to ``archive``
-        before the deletion commits); returns how many."""
         return await self._run(task_retention_sweep(defaults, limit, archive), write=True)
 
     async def history_query(self, query: HistoryFilter) -> list[HistoryEvent]:
-        """Up to ``query.limit`` hot-tier records matching every filter, newest first."""
         check_history_filter(query)
         return await self._run(history_query(query), snapshot=True)
 
     async def history_attempts(self, tenant_id: str, task_id: str) -> list[Attempt]:
-        """The attempts of a task from its history records, by number (also after the task
-        left the hot store). ``NotFound`` when the tenant has no record of it."""
         return await self._run(history_attempts(tenant_id, task_id))
 
     async def history_partitions_ensure(self, months: Sequence[date]) -> int:
-        """Make the monthly partitions of ``months`` and of every month stranded in the default
-        partition (moving its rows in), one transaction each. Returns how many were made (0 on
-        SQLite: no partitions)."""
+        """One transaction per partition made (SQLite: none to make)."""
         made = 0
         for month in await self._run(history_partition_months(months)):
             made += await self._run(history_partition_ensure(month), write=True)
         return made
 
     async def history_months(self) -> list[date]:
-        """The months (first days, UTC) that hold hot records (PostgreSQL: or a partition)."""
         return await self._run(history_months())
 
     async def history_month_counts(self, month: date) -> dict[str, int]:
-        """Hot records of ``month`` per tenant."""
         return await self._run(history_month_counts(month))
 
     async def history_month_drop(self, month: date) -> bool:
-        """Remove the month's records, one transaction per batch (PostgreSQL: detach and drop
-        its partition, never a mass DELETE; SQLite: 10,000 rows a batch, so the hot path waits
-        for one batch at most). False when it held none."""
+        """One transaction per batch, until none is left."""
         dropped = False
         while await self._run(history_month_drop(month), write=True):
             dropped = True

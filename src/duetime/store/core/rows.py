@@ -4,7 +4,6 @@ backend's :class:`~duetime.store.core.plan.Decode`."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from datetime import date
 from typing import Any, cast
 
@@ -204,14 +203,14 @@ _TASK_TIMES = frozenset(
 _TASK_JSON = frozenset({"target", "retry", "labels", "depends_on"})
 
 
-def swept_task(r: Row, d: type[Decode]) -> Callable[[], dict[str, Any]]:
-    """A task a retention sweep deleted, as the archive keeps it (``TaskArchiver``), made when
-    the archive asks: PostgreSQL's row carries ``to_jsonb(t)`` as ``document``; SQLite's
-    (``document`` NULL) is the whole row, made into JSON here."""
-    return functools.partial(_swept_task, r, d)
+def nothing(r: Row, d: type[Decode]) -> None:
+    """For a statement whose rows only count."""
 
 
-def _swept_task(r: Row, d: type[Decode]) -> dict[str, Any]:
+def swept_task(r: Row, d: type[Decode]) -> dict[str, Any]:
+    """A task a retention sweep deleted, as the archive keeps it (``TaskArchiver``):
+    PostgreSQL's row carries ``to_jsonb(t)`` as ``document``; SQLite's (``document`` NULL) is
+    the whole row, made into JSON here."""
     document = r["document"]
     if document is None:
         whole: dict[str, Any] = {}
