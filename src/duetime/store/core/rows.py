@@ -171,27 +171,20 @@ def history_fields(text: str | None, d: type[Decode]) -> dict[str, Any] | None:
     return found
 
 
+_EVENT_COLUMNS = (
+    "id", "kind", "schedule_id", "name", "queue", "from_status", "to_status", "actor", "attempt",
+    "outcome", "error", "http_status", "duration_ms", "worker",
+)  # fmt: skip
+
+
 def history_event(r: Row, d: type[Decode]) -> HistoryEvent:
     """A ``history`` row as a :class:`HistoryEvent`."""
     return HistoryEvent(
+        **{key: r[key] for key in _EVENT_COLUMNS},
         at=d.time(r["at"]),
-        id=r["id"],
-        kind=r["kind"],
         task_id=d.opt_ident(r["task_id"]),
-        schedule_id=r["schedule_id"],
-        name=r["name"],
-        queue=r["queue"],
         labels=orjson.loads(r["labels"]) if r["labels"] else {},
-        from_status=r["from_status"],
-        to_status=r["to_status"],
-        actor=r["actor"],
         fields=history_fields(r["fields"], d),
-        attempt=r["attempt"],
-        outcome=r["outcome"],
-        error=r["error"],
-        http_status=r["http_status"],
-        duration_ms=r["duration_ms"],
-        worker=r["worker"],
         started_at=d.opt_time(r["started_at"]),
     )
 
@@ -213,22 +206,19 @@ def swept_task(r: Row, d: type[Decode]) -> dict[str, Any]:
     the whole row, made into JSON here."""
     document = r["document"]
     if document is None:
-        whole: dict[str, Any] = {}
-        for key in cast(Any, r).keys():  # noqa: SIM118 (sqlite3.Row iterates values)
-            value = r[key]
-            if key in _TASK_TIMES and value is not None:
-                value = d.time(value).isoformat()
-            elif key in _TASK_JSON and isinstance(value, str):
-                value = orjson.loads(value)
-            if key != "document":
-                whole[key] = value
-        document = orjson.dumps(whole).decode()
-    keys = ("id", "tenant_id", "name", "queue", "status", "schedule_id")
-    return {
-        **{key: r[key] for key in keys},
-        "finished_at": d.time(r["finished_at"]),
-        "document": document,
-    }
+        keys = [key for key in cast(Any, r).keys() if key != "document"]  # noqa: SIM118
+        document = orjson.dumps({key: _task_value(key, r[key], d) for key in keys}).decode()
+    keys = ["id", "tenant_id", "name", "queue", "status", "schedule_id"]
+    return {**{key: r[key] for key in keys}, "finished_at": d.time(r["finished_at"]),
+            "document": document}  # fmt: skip
+
+
+def _task_value(key: str, value: Any, d: type[Decode]) -> Any:
+    if key in _TASK_TIMES and value is not None:
+        return d.time(value).isoformat()
+    if key in _TASK_JSON and isinstance(value, str):
+        return orjson.loads(value)
+    return value
 
 
 def notification_settings(r: Row, d: type[Decode]) -> NotificationSettings:

@@ -31,8 +31,8 @@ from duetime.errors import Conflict, NotFound, StoreFull, StoreUnavailable, Vali
 from duetime.history.actor import current_actor
 from duetime.ids import is_uuid
 from duetime.store.core.circuits import CircuitMethods
-from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.history import HistoryMethods, acting
+from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken

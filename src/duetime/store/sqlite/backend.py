@@ -28,8 +28,8 @@ from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
 from duetime.store.core.circuits import CircuitMethods
-from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.history import HistoryMethods, acting
+from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken
