@@ -219,10 +219,10 @@ class SqliteStore(
 
     async def _write(self, body: Tx[T], *, integrity_retries: int = 0) -> T:
         # Audit: the caller's actor (a context variable, invisible on the database thread).
-        acting = with_actor(body, current_actor.get())
+        attributed = with_actor(body, current_actor.get())
         for attempt in range(integrity_retries + 1):
             try:
-                return await self._call(lambda: self._transaction(acting, write=True))
+                return await self._call(lambda: self._transaction(attributed, write=True))
             except sqlite3.IntegrityError as exc:
                 if attempt == integrity_retries:
                     raise Conflict(f"conflicting write: {exc}") from exc

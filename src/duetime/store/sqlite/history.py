@@ -29,11 +29,9 @@ def _page(where: dict[str, Any], conn: sqlite3.Connection) -> list[dict[str, Any
     found = []
     for r in conn.execute(EXPORT["history_month_rows"].text, where):
         row = dict(r)
-        row["at"] = from_micros(row["at"])
-        if row["started_at"] is not None:
-            row["started_at"] = from_micros(row["started_at"])
-        if row["fields"]:
-            row["fields"] = orjson.dumps(history_fields(row["fields"], SqliteDecode)).decode()
+        row["at"], row["started_at"] = from_micros(r["at"]), SqliteDecode.opt_time(r["started_at"])
+        if r["fields"]:  # as PostgreSQL's export has them
+            row["fields"] = orjson.dumps(history_fields(r["fields"], SqliteDecode)).decode()
         found.append(row)
     return found
 
