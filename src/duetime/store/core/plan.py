@@ -128,6 +128,16 @@ class Woken:
     due: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Call ``fn(*args)``, a blocking function, inside the transaction (before it commits); its
+    result is sent back. SQLite calls it on its database thread, PostgreSQL in a worker thread
+    (the event loop keeps serving)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
 class _Now:
     """Ask the driver for the transaction's time (an aware UTC datetime)."""
 
@@ -136,7 +146,7 @@ class _Now:
 
 NOW = _Now()
 
-Request = Stmt | Script | Wake | _Now
+Request = Stmt | Script | Wake | _Now | Call
 
 
 class UniqueViolation(Exception):

@@ -4,10 +4,13 @@ backend's :class:`~duetime.store.core.plan.Decode`."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from datetime import date
+from typing import Any, cast
 
 import orjson
 
+from duetime.history.events import HistoryEvent
+from duetime.history.retention import RetentionPolicy
 from duetime.store.core.plan import Decode, Row
 from duetime.store.counters import CountKey
 from duetime.store.recorded import stored_retry_policy
@@ -16,6 +19,7 @@ from duetime.types import (
     Attempt,
     AttemptOutcome,
     Lease,
+    NotificationSettings,
     Queue,
     QueueSettings,
     RetryPolicy,
@@ -186,3 +190,96 @@ def count_key(r: Row, d: type[Decode]) -> CountKey:
 def recount(r: Row, d: type[Decode]) -> tuple[str, int, int]:
     """A ``counts_recount`` row: ``(status, real count, counted)``."""
     return r["status"], r["real"], r["counted"]
+
+
+# -- history, retention and notifications (duetime/store/core/history.py, notifications.py) ---
+
+
+def retention(r: Row, d: type[Decode]) -> RetentionPolicy:
+    return RetentionPolicy.of_row(r)
+
+
+def queue_retention(r: Row, d: type[Decode]) -> tuple[str, RetentionPolicy]:
+    return r["queue"], RetentionPolicy.of_row(r)
+
+
+def tenant_count(r: Row, d: type[Decode]) -> tuple[str, int]:
+    return r["tenant_id"], r["n"]
+
+
+def month(r: Row, d: type[Decode]) -> date:
+    """A ``month`` column: the month's first day as ISO text."""
+    return date.fromisoformat(r["month"])
+
+
+def history_fields(text: str | None, d: type[Decode]) -> dict[str, Any] | None:
+    """The ``fields`` of an audit record. SQLite's triggers record ``run_at`` in microseconds,
+    PostgreSQL's as RFC 3339 text: both answer the text."""
+    if not text:
+        return None
+    found: dict[str, Any] = orjson.loads(text)
+    if "run_at" in found:
+        found["run_at"] = [
+            v if v is None or isinstance(v, str) else d.time(v).isoformat().replace("+00:00", "Z")
+            for v in found["run_at"]
+        ]
+    return found
+
+
+_EVENT_COLUMNS = (
+    "id", "kind", "schedule_id", "name", "queue", "from_status", "to_status", "actor", "attempt",
+    "outcome", "error", "http_status", "duration_ms", "worker",
+)  # fmt: skip
+
+
+def history_event(r: Row, d: type[Decode]) -> HistoryEvent:
+    """A ``history`` row as a :class:`HistoryEvent`."""
+    return HistoryEvent(
+        **{key: r[key] for key in _EVENT_COLUMNS},
+        at=d.time(r["at"]),
+        task_id=d.opt_ident(r["task_id"]),
+        labels=orjson.loads(r["labels"]) if r["labels"] else {},
+        fields=history_fields(r["fields"], d),
+        started_at=d.opt_time(r["started_at"]),
+    )
+
+
+_TASK_TIMES = frozenset(
+    {"scheduled_for", "run_at", "due_at", "created_at", "updated_at", "started_at",
+     "finished_at", "lease_expires_at"}
+)  # fmt: skip
+_TASK_JSON = frozenset({"target", "retry", "labels", "depends_on"})
+
+
+def nothing(r: Row, d: type[Decode]) -> None:
+    """For a statement whose rows only count."""
+
+
+def swept_task(r: Row, d: type[Decode]) -> dict[str, Any]:
+    """A task a retention sweep deleted, as the archive keeps it (``TaskArchiver``):
+    PostgreSQL's row carries ``to_jsonb(t)`` as ``document``; SQLite's (``document`` NULL) is
+    the whole row, made into JSON here."""
+    document = r["document"]
+    if document is None:
+        keys = [key for key in cast(Any, r).keys() if key != "document"]  # noqa: SIM118
+        document = orjson.dumps({key: _task_value(key, r[key], d) for key in keys}).decode()
+    keys = ["id", "tenant_id", "name", "queue", "status", "schedule_id"]
+    return {**{key: r[key] for key in keys}, "finished_at": d.time(r["finished_at"]),
+            "document": document}  # fmt: skip
+
+
+def _task_value(key: str, value: Any, d: type[Decode]) -> Any:
+    if key in _TASK_TIMES and value is not None:
+        return d.time(value).isoformat()
+    if key in _TASK_JSON and isinstance(value, str):
+        return orjson.loads(value)
+    return value
+
+
+def notification_settings(r: Row, d: type[Decode]) -> NotificationSettings:
+    return NotificationSettings(
+        tenant_id=r["tenant_id"],
+        events=tuple(orjson.loads(r["events"])),
+        target=orjson.loads(r["target"]),
+        updated_at=d.time(r["updated_at"]),
+    )

@@ -31,16 +31,17 @@ from duetime.errors import Conflict, NotFound, StoreFull, StoreUnavailable, Vali
 from duetime.history.actor import current_actor
 from duetime.ids import is_uuid
 from duetime.store.core.circuits import CircuitMethods
+from duetime.store.core.history import HistoryMethods, acting
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
+from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.tenancy import TenancyMethods
 from duetime.store.postgres import driver, rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.errors import describe_server, is_unavailable
-from duetime.store.postgres.history import HQ, HistoryOps
-from duetime.store.postgres.notifications import NotificationOps
+from duetime.store.postgres.history import PgHistory
 from duetime.store.postgres.queues import QueueOps
 from duetime.store.postgres.schedules import ScheduleOps
 from duetime.store.postgres.signals import DUE_CHANNEL, READY_CHANNEL, Listener, PgSignal
@@ -80,8 +81,9 @@ class PostgresStore(
     QueueOps,
     QueueingMethods,
     ScheduleOps,
-    NotificationOps,
-    HistoryOps,
+    NotificationMethods,
+    PgHistory,
+    HistoryMethods,
 ):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
@@ -158,18 +160,20 @@ class PostgresStore(
         async with self._connection() as conn, conn.transaction():
             yield conn
 
-    async def _run(self, plan: Plan[T], *, write: bool = False, long: bool = False) -> T:
+    async def _run(
+        self, plan: Plan[T], *, write: bool = False, long: bool = False, snapshot: bool = False
+    ) -> T:
         """Run a core plan (see ``Runs._run``): a write in one transaction, its changes
-        attributed to the caller's actor; a read on one pooled connection."""
+        attributed to the caller's actor; a read on one pooled connection (in one transaction
+        when ``snapshot``)."""
         pinned = self._pinned()
-        if not write:
+        if not (write or snapshot):
             async with self._connection() as conn:
                 return await driver.run(conn, pinned, plan)
         wake = Woken()
-        actor = current_actor.get()
+        if write:
+            plan = acting(plan, current_actor.get())
         async with self._transaction() as conn:
-            if actor is not None:
-                await conn.execute(HQ["actor_set"], actor)
             timeout = _MIGRATION_TIMEOUT if long else None
             result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
         if wake.ready:

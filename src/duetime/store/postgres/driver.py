@@ -8,6 +8,7 @@ here) and ``jsonb`` as JSON text. ``now`` binds the pinned test time, or NULL so
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import datetime
 from enum import Enum
@@ -18,6 +19,7 @@ from asyncpg import exceptions as pgx
 
 from duetime.store.core.plan import (
     NOW,
+    Call,
     Decode,
     Json,
     Plan,
@@ -37,7 +39,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-FILES = ("circuits.sql", "leases.sql", "lifecycle.sql", "queueing.sql", "tenancy.sql")
+FILES = (
+    "circuits.sql",
+    "history.sql",
+    "leases.sql",
+    "lifecycle.sql",
+    "notifications.sql",
+    "queueing.sql",
+    "tenancy.sql",
+)
 """The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
 
 QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "postgres", *FILES)
@@ -115,6 +125,8 @@ async def run(
             if wake is not None:
                 wake.ready |= request.ready
                 wake.due |= request.due
+        elif isinstance(request, Call):
+            reply = await asyncio.to_thread(request.fn, *request.args)
         elif isinstance(request, Script):
             await conn.execute(request.sql, timeout=timeout)
         else:  # pragma: no cover - a plan yielding something else is a bug

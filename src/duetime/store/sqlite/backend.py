@@ -28,8 +28,10 @@ from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
 from duetime.store.core.circuits import CircuitMethods
+from duetime.store.core.history import HistoryMethods, acting
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
+from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.tenancy import TenancyMethods
@@ -42,8 +44,7 @@ from duetime.store.sqlite import (
     tasks_api,
     tasks_engine,
 )
-from duetime.store.sqlite.history import HistoryOps, with_actor
-from duetime.store.sqlite.notifications import NotificationOps
+from duetime.store.sqlite.history import SqliteHistory
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
 from duetime.store.sqlite.schedules import ScheduleMethods
@@ -95,8 +96,9 @@ class SqliteStore(
     QueueingMethods,
     queues.QueueOps,
     ScheduleMethods,
-    NotificationOps,
-    HistoryOps,
+    NotificationMethods,
+    SqliteHistory,
+    HistoryMethods,
 ):
     """:class:`~duetime.store.protocols.Store` on one SQLite file.
 
@@ -215,10 +217,10 @@ class SqliteStore(
 
     async def _write(self, body: Tx[T], *, integrity_retries: int = 0) -> T:
         # Audit: the caller's actor (a context variable, invisible on the database thread).
-        acting = with_actor(body, current_actor.get())
+        attributed = with_actor(body, current_actor.get())
         for attempt in range(integrity_retries + 1):
             try:
-                return await self._call(lambda: self._transaction(acting, write=True))
+                return await self._call(lambda: self._transaction(attributed, write=True))
             except sqlite3.IntegrityError as exc:
                 if attempt == integrity_retries:
                     raise Conflict(f"conflicting write: {exc}") from exc
@@ -227,8 +229,11 @@ class SqliteStore(
     async def _read(self, body: Tx[T]) -> T:
         return await self._call(lambda: self._transaction(body, write=False))
 
-    async def _run(self, plan: Plan[T], *, write: bool = False, long: bool = False) -> T:
-        """Run a core plan in one transaction on the database thread (see ``Runs._run``)."""
+    async def _run(
+        self, plan: Plan[T], *, write: bool = False, long: bool = False, snapshot: bool = False
+    ) -> T:
+        """Run a core plan in one transaction on the database thread (see ``Runs._run``; a
+        read is always one transaction here)."""
         if not write:
             return await self._read(lambda conn, now: driver.run(conn, now, plan))
         wake = Woken()
@@ -402,3 +407,21 @@ def private_file(path: Path) -> None:
 def _random_uuid() -> str:
     """SQL function ``duetime_uuid()``: a fresh random (v4) UUID per call, for lease ids."""
     return str(uuid.uuid4())
+
+
+def with_actor(body: Tx[T], actor: str | None) -> Tx[T]:
+    """``body`` with its changes attributed to ``actor``: the plan steps of
+    :func:`~duetime.store.core.history.acting` around a transaction body (a plan's, or one not
+    a plan yet)."""
+    if actor is None:
+        return body
+
+    def run(conn: sqlite3.Connection, now: int) -> T:
+        return driver.run(conn, now, acting(_body(body, conn, now), actor))
+
+    return run
+
+
+def _body(body: Tx[T], conn: sqlite3.Connection, now: int) -> Plan[T]:
+    yield from ()
+    return body(conn, now)

@@ -15,6 +15,7 @@ import orjson
 
 from duetime.store.core.plan import (
     NOW,
+    Call,
     Decode,
     Json,
     Plan,
@@ -29,7 +30,15 @@ from duetime.store.sqlite.rows import dumps, from_micros, to_micros
 
 T = TypeVar("T")
 
-FILES = ("circuits.sql", "leases.sql", "lifecycle.sql", "queueing.sql", "tenancy.sql")
+FILES = (
+    "circuits.sql",
+    "history.sql",
+    "leases.sql",
+    "lifecycle.sql",
+    "notifications.sql",
+    "queueing.sql",
+    "tenancy.sql",
+)
 """The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
 
 QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "sqlite", *FILES)
@@ -103,6 +112,8 @@ def run(conn: sqlite3.Connection, now: int, plan: Plan[T], wake: Woken | None = 
             if wake is not None:
                 wake.ready |= request.ready
                 wake.due |= request.due
+        elif isinstance(request, Call):
+            reply = request.fn(*request.args)
         elif isinstance(request, Script):
             for statement in split_statements(request.sql):
                 conn.execute(statement)
