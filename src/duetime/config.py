@@ -69,6 +69,11 @@ class Settings:
     # Webhook connections open at once to one origin (scheme, host, port) from this node (shared
     # by its dispatcher processes): a burst to one receiver queues instead of flooding it.
     max_connections_per_origin: int = 64
+    # Circuit breakers per (tenant, webhook origin): open after this many consecutive retryable
+    # failures, for a cool-down that doubles while probes fail (duetime/delivery/circuit.py).
+    circuit_failure_threshold: int = 5
+    circuit_cooldown_seconds: float = 5.0
+    circuit_max_cooldown_seconds: float = 300.0
     # Promoter / reaper / leadership.
     promote_batch: int = 5000
     leader_ttl_seconds: float = 10.0
@@ -158,6 +163,12 @@ class Settings:
                 raise ConfigError(
                     "DUETIME_SECRET_KEY must be a Fernet key (32 url-safe base64-encoded bytes)"
                 ) from None
+        if self.circuit_failure_threshold < 1:
+            raise ConfigError("circuit_failure_threshold must be at least 1")
+        if not 0 < self.circuit_cooldown_seconds <= self.circuit_max_cooldown_seconds:
+            raise ConfigError(
+                "circuit_cooldown_seconds must be positive and at most circuit_max_cooldown_seconds"
+            )
         if self.max_connections_per_origin < self.dispatch_process_count:
             raise ConfigError("max_connections_per_origin must be at least dispatch_processes")
         check_log_level(self.log_level)

@@ -301,6 +301,20 @@ NOTIFICATIONS_HELD = Counter(
     ["event"],
     registry=REGISTRY,
 )
+CIRCUIT_CHANGES = Counter(
+    "duetime_circuit_changes_total",
+    "Circuit breaker changes of state (per tenant and target origin) made in this node, by new "
+    "state: open, half_open, closed.",
+    ["state"],
+    registry=REGISTRY,
+)
+DELIVERIES_HELD = Counter(
+    "duetime_deliveries_held_total",
+    "Push deliveries not made and handed back without spending an attempt, by reason "
+    "(circuit_open).",
+    ["reason"],
+    registry=REGISTRY,
+)
 BUILD_INFO = Gauge(
     "duetime_build_info",
     "Always 1; the running version in a label.",

@@ -304,6 +304,48 @@ class Tenant:
     id: str
     name: str
     created_at: datetime
+    quotas: TenantQuotas = field(default_factory=lambda: TenantQuotas())
+
+
+@dataclass(frozen=True, slots=True)
+class TenantQuotas:
+    """An operator's limits on one tenant (SPEC §7 "Tenant quotas"); None means no limit.
+
+    ``max_pending_tasks`` bounds tasks not yet ended (scheduled, blocked, ready, retrying,
+    running); ``max_creates_per_second`` is a token bucket of task creates (burst: one second's
+    worth); ``max_schedules`` bounds live schedules. ``max_concurrency`` and ``weight`` are the
+    tenant's share of running work and of claims."""
+
+    max_pending_tasks: int | None = None
+    max_creates_per_second: float | None = None
+    max_concurrency: int | None = None
+    max_schedules: int | None = None
+    weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TargetCircuit:
+    """A circuit breaker's last known state for one (tenant, target origin), as stored
+    (:mod:`duetime.delivery.circuit`)."""
+
+    tenant_id: str
+    origin: str
+    state: str
+    """``closed``, ``open`` or ``half_open``."""
+    failures: int
+    cooldown_seconds: float
+    open_until: datetime | None
+    changed_at: datetime
+    opened: int = 0
+    """Times it opened (its ``PUT``s into ``open`` ever)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage:
+    """What counts against a tenant's quotas now."""
+
+    pending_tasks: int
+    schedules: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,7 +85,7 @@ async def test_settings_api(live: tuple[httpx.AsyncClient, Engine]) -> None:
     got = (await api.get(path, headers=auth)).json()
     assert got["events"] == ["task.dead_lettered"] and got["target"]["url"] == target["url"]
     for bad, field in (
-        ({"events": ["target.circuit_opened"], "target": target}, "events.0"),
+        ({"events": ["target.nope"], "target": target}, "events.0"),
         ({"events": [], "target": target}, "events"),
         ({"events": ["task.dead_lettered"] * 2, "target": target}, "events"),
         ({"events": ["task.dead_lettered"], "target": {"type": "worker"}}, "target"),

@@ -26,7 +26,8 @@ import pytest
 from duetime.clock import FakeClock
 from duetime.errors import StoreUnavailable, ValidationError
 from duetime.store.postgres.backend import PostgresStore
-from duetime.store.postgres.sql import QUERIES, migrations
+from duetime.store.postgres.sql import QUERIES
+from duetime.store.sql import migrations
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -297,7 +298,7 @@ async def test_concurrent_migrate_applies_each_version_once() -> None:
     try:
         async with _stores(url, 4) as stores:
             applied = await asyncio.gather(*(store.migrate() for store in stores))
-            versions = [v for v, _ in migrations()]
+            versions = list(migrations("duetime.store.postgres"))
             assert sorted(v for batch in applied for v in batch) == versions
             recorded = await _admin(url, "SELECT version FROM schema_migrations ORDER BY 1")
             assert [r["version"] for r in recorded] == versions

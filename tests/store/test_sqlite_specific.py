@@ -24,7 +24,7 @@ from duetime.errors import ConfigError, StoreUnavailable
 from duetime.store import store_from_url
 from duetime.store.sqlite import tasks_api
 from duetime.store.sqlite.backend import SqliteStore
-from duetime.store.sqlite.migrations import split_statements
+from duetime.store.sqlite.driver import split_statements
 from duetime.store.sqlite.queries import QUERIES, parse_queries
 from duetime.types import NewTask, TaskFilter, TaskStatus
 

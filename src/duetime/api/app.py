@@ -32,7 +32,10 @@ from duetime.api.queue_schemas import (
     HeartbeatIn,
     LeaseIn,
     QueuePutIn,
+    ReleaseBatchIn,
+    ReleaseIn,
 )
+from duetime.api.quotas import QuotaGate
 from duetime.api.routes import (
     admin,
     bulk,
@@ -43,6 +46,7 @@ from duetime.api.routes import (
     queues,
     schedule_keys,
     schedules,
+    targets,
     tasks,
     tenant,
 )
@@ -61,6 +65,7 @@ from duetime.api.schemas import (
     TaskCreate,
     TaskPatchIn,
     TenantCreateIn,
+    TenantQuotasIn,
 )
 from duetime.api.ui import router as ui_router
 from duetime.config import Settings
@@ -76,6 +81,7 @@ ROUTERS: Sequence[APIRouter] = (
     schedules.router,
     queues.router,
     leases.router,
+    targets.router,
     tenant.router,
     notifications.router,
     admin.router,
@@ -102,6 +108,9 @@ DOCUMENTED_MODELS: Sequence[type[BaseModel]] = (
     FailIn,
     CompleteBatchIn,
     FailBatchIn,
+    ReleaseIn,
+    ReleaseBatchIn,
+    TenantQuotasIn,
     ScheduleCreate,
     SchedulePatchIn,
     PauseIn,
@@ -150,6 +159,7 @@ def create_app(
         settings=settings,
         auth=Authenticator(settings, store),
         builder=TaskBuilder(settings.max_payload_bytes, validate_target),
+        quotas=QuotaGate(store),
         body_limit=body_limit,
         batch_body_limit=max(BATCH_BODY_LIMIT_BYTES, body_limit),
     )

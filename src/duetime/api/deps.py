@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from duetime.api.convert import TaskBuilder
 from duetime.api.problems import RequestTooLarge, problem_responses
+from duetime.api.quotas import QuotaGate
 from duetime.auth import hash_api_key
 from duetime.clock import SystemClock
 from duetime.config import Settings
@@ -76,6 +77,11 @@ class AuthCache:
     def evict_key(self, key_id: str) -> None:
         """Forget a deleted key at once (on this process)."""
         for key_hash in [h for h, e in self._entries.items() if e[2] == key_id]:
+            del self._entries[key_hash]
+
+    def evict_tenant(self, tenant_id: str) -> None:
+        """Forget every key of a deleted tenant at once (on this process)."""
+        for key_hash in [h for h, e in self._entries.items() if e[1] == tenant_id]:
             del self._entries[key_hash]
 
 
@@ -143,6 +149,8 @@ class Services:
     settings: Settings
     auth: Authenticator
     builder: TaskBuilder
+    quotas: QuotaGate
+    """Tenant quotas on creates (:mod:`duetime.api.quotas`)."""
     body_limit: int
     """Largest request body accepted, in bytes (413 beyond)."""
     batch_body_limit: int
@@ -173,6 +181,7 @@ class Caller:
     tenant_id: str
     store: Store
     builder: TaskBuilder
+    quotas: QuotaGate
     actor: str | None = None
     """Who calls, for the audit trail (see :mod:`duetime.history.actor`)."""
 
@@ -187,7 +196,7 @@ async def tenant_call(request: Request) -> Caller:
     found: Services = request.app.state.services
     token = bearer_token(request)
     tenant_id = await found.auth.tenant_id(token)
-    return Caller(tenant_id, found.store, found.builder, found.auth.actor(token))
+    return Caller(tenant_id, found.store, found.builder, found.quotas, found.auth.actor(token))
 
 
 def admin_call(request: Request) -> Services:

@@ -120,6 +120,23 @@ class FailItem(FailIn):
     lease_id: LeaseId
 
 
+ReleaseDelay = Annotated[float, Field(ge=0, le=30 * 24 * 3600)]
+
+
+class ReleaseIn(StrictModel):
+    """Hand the task back without spending its attempt: it is due again ``delay_seconds`` from
+    now (the body may be empty)."""
+
+    delay_seconds: ReleaseDelay = 0.0
+
+
+class ReleaseBatchIn(StrictModel):
+    """Hand back up to 1,000 leases in one call."""
+
+    lease_ids: Annotated[list[LeaseId], Field(min_length=1, max_length=MAX_BATCH)]
+    delay_seconds: ReleaseDelay = 0.0
+
+
 class CompleteBatchIn(StrictModel):
     """Complete up to 1,000 leases in one call."""
 
@@ -198,6 +215,20 @@ class AckOut(BaseModel):
 
 class AckListOut(BaseModel):
     items: list[AckOut]
+
+
+class ReleaseOut(BaseModel):
+    """What became of one hand-back: ``ok``, or ``stale`` when the lease was no longer current
+    (or the task's cancel was requested: end it with fail instead): nothing changed."""
+
+    lease_id: str
+    status: Literal["ok", "stale"]
+    task_id: str | None
+    task_status: Literal["ready", "scheduled"] | None
+
+
+class ReleaseListOut(BaseModel):
+    items: list[ReleaseOut]
 
 
 class WorkerOut(BaseModel):

@@ -259,6 +259,17 @@ class TenantCreateIn(StrictModel):
     name: Name
 
 
+class TenantQuotasIn(StrictModel):
+    """``PATCH /v1/admin/tenants/{id}``: the quotas to change (SPEC §7). A field left out keeps
+    its value; ``null`` removes the limit (``weight``: back to 1)."""
+
+    max_pending_tasks: int | None = Field(None, ge=0, le=10**12)
+    max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000)
+    max_concurrency: int | None = Field(None, ge=0, le=1_000_000)
+    max_schedules: int | None = Field(None, ge=0, le=1_000_000)
+    weight: int | None = Field(None, ge=1, le=1000)
+
+
 # -- response shapes (documentation only) ------------------------------------------------------
 
 
@@ -341,6 +352,31 @@ class TenantCreatedOut(BaseModel):
     name: str
     api_key: str = Field(description="Shown once; only its hash is stored.")
     key_id: str
+
+
+class TenantQuotasOut(BaseModel):
+    max_pending_tasks: int | None
+    max_creates_per_second: float | None
+    max_concurrency: int | None
+    max_schedules: int | None
+    weight: int
+
+
+class TenantUsageOut(BaseModel):
+    pending_tasks: int = Field(description="Tasks not ended (scheduled to running).")
+    schedules: int
+
+
+class TenantAdminOut(BaseModel):
+    id: str
+    name: str
+    created_at: datetime
+    quotas: TenantQuotasOut
+    usage: TenantUsageOut
+
+
+class TenantAdminListOut(BaseModel):
+    items: list[TenantAdminOut]
 
 
 class ApiKeyOut(BaseModel):

@@ -11,6 +11,7 @@ from duetime import metrics
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer, Delivery, Outcome
+from duetime.delivery.circuit import Circuit, Circuits, origin_of
 from duetime.engine.completer import Completer
 from duetime.engine.secret_cache import SecretCache
 from duetime.engine.service import Service
@@ -25,6 +26,7 @@ from duetime.types import (
     Completion,
     CompletionResult,
     Lease,
+    TargetCircuit,
     TargetType,
 )
 
@@ -38,6 +40,11 @@ class Dispatcher(Service):
     delivery per lease, and returns at once; completions are written in batches by a
     :class:`Completer`. When nothing is ready it sleeps on the store's ``ready_signal``
     (LISTEN/NOTIFY on PostgreSQL), polling every ``poll_interval`` in case a signal was lost.
+
+    With ``circuits`` (:mod:`duetime.delivery.circuit`), a webhook whose (tenant, origin) circuit
+    is open is not delivered: its task is handed back without spending the attempt
+    (``task_release``, batched), due when the circuit may let it through. Circuits other
+    processes opened are adopted from the store at most once per ``poll_interval``.
     """
 
     name = "dispatcher"
@@ -53,6 +60,7 @@ class Dispatcher(Service):
         batch: int,
         poll_interval: float,
         lease_grace: float,
+        circuits: Circuits | None = None,
     ) -> None:
         super().__init__(clock)
         self._store = store
@@ -70,6 +78,14 @@ class Dispatcher(Service):
         self._slot_free = asyncio.Event()
         self._low_water = max(1, min(batch, concurrency // 4))
         """Free slots worth a claim while saturated."""
+        self._circuits = circuits
+        if circuits is not None:
+            circuits.on_change = self._circuit_changed
+        self._adopted_at = -float("inf")
+        self._holds: list[tuple[str, float]] = []
+        """(lease id, delay) of tasks held by an open circuit, to hand back in one call."""
+        self._holding: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Task[None]] = set()
 
     @classmethod
     def from_settings(
@@ -91,6 +107,12 @@ class Dispatcher(Service):
             batch=settings.dispatch_batch,
             poll_interval=settings.poll_interval_seconds,
             lease_grace=settings.lease_grace_seconds,
+            circuits=Circuits(
+                clock,
+                threshold=settings.circuit_failure_threshold,
+                cooldown=settings.circuit_cooldown_seconds,
+                max_cooldown=settings.circuit_max_cooldown_seconds,
+            ),
         )
 
     async def start(self) -> None:
@@ -104,6 +126,8 @@ class Dispatcher(Service):
         free = self._concurrency - len(self._inflight)
         if free <= 0 or not self._deliverers:
             return 0
+        if self._circuits is not None:
+            await self._adopt_circuits()
         leases = await self._store.task_claim(
             ClaimRequest(
                 worker_id=self._node_id,
@@ -142,8 +166,70 @@ class Dispatcher(Service):
         metrics.child(metrics.IN_FLIGHT).inc(-1)
         self._slot_free.set()
 
+    async def _adopt_circuits(self) -> None:
+        """Hold what other processes' circuits hold (at most once per poll interval)."""
+        now = self._clock.monotonic()
+        if now - self._adopted_at < self._poll or self._circuits is None:
+            return
+        self._adopted_at = now
+        try:
+            active = await self._store.circuit_active()
+        except Exception as exc:  # the claim below reports an outage; this is only advice
+            log.debug("could not read open circuits: %s", exc)
+            return
+        for c in active:
+            if c.open_until is not None:
+                self._circuits.adopt(
+                    c.tenant_id, c.origin, c.open_until, c.cooldown_seconds, c.failures
+                )
+
+    def _hold(self, lease: Lease, delay: float) -> None:
+        """Hand ``lease`` back (batched with others held in the same moment)."""
+        self._holds.append((lease.lease_id, delay))
+        metrics.child(metrics.DELIVERIES_HELD, "circuit_open").inc()
+        if self._holding is None or self._holding.done():
+            self._holding = asyncio.create_task(self._release_held())
+
+    async def _release_held(self) -> None:
+        await asyncio.sleep(0)  # let the rest of this claim's deliveries join the batch
+        while self._holds:
+            batch, self._holds = self._holds, []
+            try:
+                await self._store.task_release([b[0] for b in batch], [b[1] for b in batch])
+            except Exception as exc:  # their leases expire and the reaper retries them
+                log.warning("could not hand back %d held task(s): %s", len(batch), exc)
+
+    def _circuit_changed(self, circuit: Circuit) -> None:
+        """Write a circuit's new state to the store, in the background (never blocks)."""
+        metrics.child(metrics.CIRCUIT_CHANGES, circuit.state.value).inc()
+        record = TargetCircuit(
+            tenant_id=circuit.tenant_id,
+            origin=circuit.origin,
+            state=circuit.state.value,
+            failures=circuit.failures,
+            cooldown_seconds=circuit.cooldown,
+            open_until=circuit.open_until,
+            changed_at=self._clock.now(),
+        )
+
+        async def write() -> None:
+            try:
+                await self._store.circuit_put(record)
+            except Exception as exc:
+                log.warning("could not record circuit %s: %s", circuit.origin, exc)
+
+        job = asyncio.create_task(write())
+        self._writes.add(job)
+        job.add_done_callback(self._writes.discard)
+
     async def _deliver(self, lease: Lease) -> None:
         task = lease.task
+        origin = origin_of(task.target) if self._circuits is not None else None
+        if origin is not None and self._circuits is not None:
+            held = self._circuits.hold(task.tenant_id, origin)
+            if held is not None:
+                self._hold(lease, held)
+                return
         started = task.started_at
         t0 = self._clock.monotonic()
         try:
@@ -161,6 +247,9 @@ class Dispatcher(Service):
             log.exception("delivery of task %s raised", task.id)
             outcome = Outcome(AttemptOutcome.FAILED, retryable=True, error=f"internal: {exc!r}")
         elapsed = self._clock.monotonic() - t0
+        if origin is not None and self._circuits is not None:
+            healthy = outcome.outcome is AttemptOutcome.SUCCEEDED or not outcome.retryable
+            self._circuits.record(task.tenant_id, origin, healthy=healthy)
         metrics.child(metrics.DELIVERY_SECONDS, task.target["type"]).observe(elapsed)
         metrics.child(metrics.ATTEMPTS, task.queue, outcome.outcome.value).inc()
         retry_delay = None
@@ -226,4 +315,7 @@ class Dispatcher(Service):
             _done, pending = await asyncio.wait(set(self._inflight), timeout=grace)
             for job in pending:
                 job.cancel()
+        background = {j for j in (self._holding, *self._writes) if j is not None}
+        if background:
+            await asyncio.wait(background, timeout=grace)
         await self._completer.close(grace)

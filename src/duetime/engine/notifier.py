@@ -25,6 +25,8 @@ import orjson
 
 from duetime import metrics
 from duetime.clock import Clock, utcnow
+from duetime.delivery import circuit
+from duetime.delivery.circuit import Circuit, CircuitState
 from duetime.engine.materializer import TICK_LISTENERS
 from duetime.engine.service import Service
 from duetime.errors import StoreUnavailable
@@ -58,7 +60,8 @@ class _Held:
 
 
 class Notifier(Service):
-    """See the module. ``dead_lettered`` and ``tick_missed`` are the listeners to register
+    """See the module. ``dead_lettered``, ``tick_missed`` and ``circuit_changed`` are the
+    listeners to register
     (:func:`duetime.observe.endings.add_dead_letter_listener`,
     :data:`duetime.engine.materializer.TICK_LISTENERS`); they never block."""
 
@@ -90,6 +93,17 @@ class Notifier(Service):
             "error": error,
         }
         self.record(task.tenant_id, events.TASK_DEAD_LETTERED, item)
+
+    def circuit_changed(self, circuit: Circuit) -> None:
+        if circuit.state is not CircuitState.OPEN:
+            return
+        item: dict[str, object] = {
+            "origin": circuit.origin,
+            "failures": circuit.failures,
+            "cooldown_seconds": circuit.cooldown,
+            "open_until": None if circuit.open_until is None else circuit.open_until.isoformat(),
+        }
+        self.record(circuit.tenant_id, events.CIRCUIT_OPENED, item)
 
     def tick_missed(self, tenant_id: str, schedule_id: str, missed: int) -> None:
         self.record(
@@ -181,13 +195,16 @@ class Notifier(Service):
         await self._pause(self._interval)
 
     def listen(self) -> None:
-        """Register this notifier's listeners (dead letters, missed ticks) in this process."""
+        """Register this notifier's listeners (dead letters, missed ticks, circuits opening) in
+        this process."""
         add_dead_letter_listener(self.dead_lettered)
         TICK_LISTENERS.append(self.tick_missed)
+        circuit.add_listener(self.circuit_changed)
 
     async def close(self) -> None:
         """Unregister the listeners and send what is held, window or not (best effort)."""
         remove_dead_letter_listener(self.dead_lettered)
+        circuit.remove_listener(self.circuit_changed)
         if self.tick_missed in TICK_LISTENERS:
             TICK_LISTENERS.remove(self.tick_missed)
         try:

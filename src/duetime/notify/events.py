@@ -11,7 +11,8 @@ One body shape for one event and for a digest, so a receiver has a single thing 
 
 ``count`` is how many harm events the body stands for; ``items`` are the first
 :data:`MAX_ITEMS` of them (``items_omitted`` the rest); ``digest`` is true when ``count > 1``.
-``schedule.tick_missed`` items are ``{"schedule_id", "missed"}``.
+``schedule.tick_missed`` items are ``{"schedule_id", "missed"}``; ``target.circuit_opened`` items
+are ``{"origin", "failures", "cooldown_seconds", "open_until"}``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any
 
 TASK_DEAD_LETTERED = "task.dead_lettered"
 SCHEDULE_TICK_MISSED = "schedule.tick_missed"
-EVENT_TYPES = (TASK_DEAD_LETTERED, SCHEDULE_TICK_MISSED)
-"""Event types a tenant may ask for. (``target.circuit_opened`` comes with circuit breakers.)"""
+CIRCUIT_OPENED = "target.circuit_opened"
+EVENT_TYPES = (TASK_DEAD_LETTERED, SCHEDULE_TICK_MISSED, CIRCUIT_OPENED)
+"""Event types a tenant may ask for."""
 
 QUEUE = "duetime.notifications"
 """The queue notification tasks are made on (visible in ``GET /v1/queues``); its own dead

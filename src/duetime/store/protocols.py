@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from duetime.history.events import HistoryEvent, HistoryFilter
 from duetime.history.retention import RetentionPolicy, TaskArchiver
+from duetime.store.core.leases import Released
 from duetime.store.counters import CountKey, Reconciled
 from duetime.types import (
     ApiKey,
@@ -44,11 +45,14 @@ from duetime.types import (
     ScheduleRevision,
     SigningSecret,
     StatusCount,
+    TargetCircuit,
     Task,
     TaskCreated,
     TaskFilter,
     TaskPatch,
     Tenant,
+    TenantQuotas,
+    TenantUsage,
     Tick,
     TickFilter,
     TickOutcome,
@@ -151,6 +155,39 @@ class Store(Protocol):
     ) -> list[SigningSecret]:
         """Add ``secret`` and make every older live secret expire ``overlap_seconds`` from now
         (an earlier expiry is kept). Returns the live secrets afterwards."""
+
+    async def tenant_list(self) -> list[Tenant]:
+        """Every tenant, oldest first."""
+
+    async def tenant_quotas_put(self, tenant_id: str, quotas: TenantQuotas) -> Tenant:
+        """Replace the tenant's quotas; its create-rate bucket starts full. ``NotFound``."""
+
+    async def tenant_usage(self, tenant_id: str) -> TenantUsage:
+        """What counts against the quotas now: tasks not ended (read from the maintained
+        counters, never by counting tasks) and live schedules. Zeros for an unknown tenant."""
+
+    async def tenant_delete(self, tenant_id: str) -> bool:
+        """Delete a tenant that has no task left to end and no live schedule, with its keys,
+        secrets, notification settings and queues (its ended tasks and history stay). False when
+        it does not exist; ``Conflict`` naming what is left otherwise."""
+
+    async def tenant_creates_take(self, tenant_id: str, n: int) -> float | None:
+        """Take ``n`` task creates from the tenant's ``max_creates_per_second`` token bucket
+        (capacity: one second's worth, at least 1; a larger batch passes when the bucket is full
+        and leaves it in debt). None when they may go ahead — always without that quota — else
+        the seconds to wait. Holds across nodes."""
+
+    # -- target circuits ---------------------------------------------------------------------
+
+    async def circuit_put(self, circuit: TargetCircuit) -> None:
+        """Record a circuit's new state (``changed_at`` is the store's now; ``opened`` counts up
+        by one when ``state`` is ``open``)."""
+
+    async def circuit_list(self, tenant_id: str) -> list[TargetCircuit]:
+        """Every circuit the tenant's deliveries ever opened, by origin."""
+
+    async def circuit_active(self, limit: int = 10_000) -> list[TargetCircuit]:
+        """Up to ``limit`` circuits, of every tenant, open (or half-open) until after now."""
 
     # -- tasks: the API's side ---------------------------------------------------------------
 
@@ -270,6 +307,18 @@ class Store(Protocol):
         ``running`` under that lease, expired or not (until the reaper or the holder ends it, a
         completion under it is still accepted). With ``tenant_id``, only that tenant's. Unknown,
         ended and malformed ids are absent."""
+
+    async def task_release(
+        self,
+        lease_ids: Sequence[str],
+        delay_seconds: float | Sequence[float] = 0.0,
+        tenant_id: str | None = None,
+    ) -> dict[str, Released]:
+        """Hand back the tasks running under ``lease_ids`` (of ``tenant_id``, when given) without
+        spending their attempt: each waits again, ``ready`` now or ``scheduled`` until
+        ``delay_seconds`` from now (one delay, or one per lease), its lease gone. Returns lease
+        id → what became of the task; stale leases and tasks whose cancel was requested are
+        left out and unchanged. Fires ``ready_signal``/``due_signal``."""
 
     async def task_expired_leases(self, limit: int) -> list[Lease]:
         """Up to ``limit`` ``running`` tasks whose lease expired by now, oldest expiry first.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
@@ -9,9 +12,18 @@ from duetime.api import render
 from duetime.api.convert import path_text
 from duetime.api.deps import AdminCall, admin_call, body_schema, json_body
 from duetime.api.problems import problem_responses
-from duetime.api.schemas import ApiKeyOut, TenantCreatedOut, TenantCreateIn
+from duetime.api.schemas import (
+    ApiKeyOut,
+    TenantAdminListOut,
+    TenantAdminOut,
+    TenantCreatedOut,
+    TenantCreateIn,
+    TenantQuotasIn,
+)
 from duetime.auth import hash_api_key, new_api_key
 from duetime.errors import NotFound
+from duetime.store.protocols import Store
+from duetime.types import Tenant, TenantQuotas
 
 router = APIRouter(
     prefix="/v1/admin",
@@ -74,4 +86,89 @@ async def delete_key(key_id: str, admin: AdminCall) -> Response:
     if not await admin.store.api_key_delete(path_text(key_id, "key_id")):
         raise NotFound(f"no API key {key_id!r}")
     admin.auth.cache.evict_key(key_id)
+    return Response(status_code=204)
+
+
+async def _tenant_out(store: Store, tenant: Tenant) -> dict[str, Any]:
+    usage = await store.tenant_usage(tenant.id)
+    return {
+        "id": tenant.id,
+        "name": tenant.name,
+        "created_at": tenant.created_at,
+        "quotas": dataclasses.asdict(tenant.quotas),
+        "usage": dataclasses.asdict(usage),
+    }
+
+
+async def _tenant(store: Store, raw_id: str) -> Tenant:
+    tenant = await store.tenant_get(path_text(raw_id, "tenant_id"))
+    if tenant is None:
+        raise NotFound(f"no tenant {raw_id!r}")
+    return tenant
+
+
+@router.get(
+    "/tenants",
+    summary="List tenants with their quotas and usage",
+    responses={200: {"model": TenantAdminListOut, "description": "Every tenant, oldest first"}},
+)
+async def list_tenants(admin: AdminCall) -> Response:
+    """Every tenant, oldest first, with its quotas and what counts against them."""
+    items = [await _tenant_out(admin.store, t) for t in await admin.store.tenant_list()]
+    return render.json_response({"items": items})
+
+
+@router.get(
+    "/tenants/{tenant_id}",
+    summary="A tenant with its quotas and usage",
+    responses={
+        200: {"model": TenantAdminOut, "description": "The tenant"},
+        **problem_responses(404),
+    },
+)
+async def get_tenant(tenant_id: str, admin: AdminCall) -> Response:
+    return render.json_response(
+        await _tenant_out(admin.store, await _tenant(admin.store, tenant_id))
+    )
+
+
+@router.patch(
+    "/tenants/{tenant_id}",
+    summary="Change a tenant's quotas",
+    openapi_extra=body_schema(TenantQuotasIn),
+    responses={
+        200: {"model": TenantAdminOut, "description": "The tenant"},
+        **problem_responses(404),
+    },
+)
+async def patch_tenant(tenant_id: str, admin: AdminCall, request: Request) -> Response:
+    """Set, change or remove (``null``) quotas; fields left out keep their value. The change
+    holds on this node at once and on every other node within 5 s."""
+    tenant = await _tenant(admin.store, tenant_id)
+    body = await json_body(request, TenantQuotasIn)
+    changes = {name: getattr(body, name) for name in body.model_fields_set}
+    if changes.get("weight", 1) is None:
+        changes["weight"] = 1
+    quotas: TenantQuotas = dataclasses.replace(tenant.quotas, **changes)
+    updated = await admin.store.tenant_quotas_put(tenant.id, quotas)
+    admin.quotas.forget(tenant.id)
+    return render.json_response(await _tenant_out(admin.store, updated))
+
+
+@router.delete(
+    "/tenants/{tenant_id}",
+    status_code=204,
+    summary="Delete a tenant that has no work left",
+    responses={204: {"description": "Deleted"}, **problem_responses(404, 409)},
+)
+async def delete_tenant(tenant_id: str, admin: AdminCall) -> Response:
+    """Delete the tenant with its keys, signing secrets, notification settings and queues. A
+    tenant with tasks not ended or with schedules is refused (409, saying what is left): cancel
+    and delete them first. Its ended tasks stay until retention removes them; its history stays.
+    Its keys stop working on this node at once and on others within the auth cache's 5 s."""
+    tenant = await _tenant(admin.store, tenant_id)
+    if not await admin.store.tenant_delete(tenant.id):
+        raise NotFound(f"no tenant {tenant_id!r}")
+    admin.auth.cache.evict_tenant(tenant.id)
+    admin.quotas.forget(tenant.id)
     return Response(status_code=204)

@@ -1,5 +1,5 @@
 """Pull workers' calls (SPEC §3 "Queues and pull workers"): lease tasks from a queue (a long
-poll), heartbeat a lease, complete or fail one lease or many.
+poll), heartbeat a lease, complete or fail one lease or many, or hand leases back unstarted.
 
 A lease id is a fencing token: heartbeat, complete and fail under a lease that is no longer
 current (expired and reaped, already ended, unknown, or another tenant's) answer 409
@@ -33,9 +33,14 @@ from duetime.api.queue_schemas import (
     LeaseExtendedOut,
     LeaseIn,
     LeasesOut,
+    ReleaseBatchIn,
+    ReleaseIn,
+    ReleaseListOut,
+    ReleaseOut,
 )
 from duetime.api.routes.queues import queue_name
 from duetime.errors import StaleLease
+from duetime.store.core.leases import Released
 from duetime.types import Lease
 
 router = APIRouter(prefix="/v1", tags=["leases"], responses=problem_responses(400, 401, 422, 503))
@@ -214,3 +219,51 @@ async def fail_leases(request: Request) -> Response:
     ]
     results = await hub(request).ack(call.tenant_id, acks)
     return render.json_response({"items": [r.to_json() for r in results]})
+
+
+def _released(lease_id: str, found: Released | None) -> dict[str, Any]:
+    if found is None:
+        return {"lease_id": lease_id, "status": "stale", "task_id": None, "task_status": None}
+    return {
+        "lease_id": lease_id,
+        "status": "ok",
+        "task_id": found.task_id,
+        "task_status": found.status.value,
+    }
+
+
+@router.post(
+    "/leases/{lease_id}/release",
+    summary="Hand a lease back without spending its attempt",
+    openapi_extra=body_schema(ReleaseIn, required=False),
+    responses={
+        200: {"model": ReleaseOut, "description": "Handed back"},
+        **problem_responses(409),
+    },
+)
+async def release_lease(lease_id: str, request: Request) -> Response:
+    """The task waits again, due ``delay_seconds`` from now, and the attempt its lease counted
+    is not spent (a worker stopping with leases it never started). 409 when the lease is not
+    current, or the task's cancel was requested (fail the lease instead)."""
+    call = await tenant_call(request)
+    body = await json_body(request, ReleaseIn, optional=True)
+    found = await call.store.task_release([lease_id], body.delay_seconds, call.tenant_id)
+    if lease_id not in found:
+        raise StaleLease(_STALE.format(lease_id))
+    return render.json_response(_released(lease_id, found[lease_id]))
+
+
+@router.post(
+    "/leases/release",
+    summary="Hand many leases back",
+    openapi_extra=body_schema(ReleaseBatchIn),
+    responses={200: {"model": ReleaseListOut, "description": "One item per input item, in order"}},
+)
+async def release_leases(request: Request) -> Response:
+    """Hand back up to 1,000 leases; a stale one is reported as ``"stale"``, never an error."""
+    call = await tenant_call(request)
+    body = await json_body(request, ReleaseBatchIn, batch=True)
+    found = await call.store.task_release(body.lease_ids, body.delay_seconds, call.tenant_id)
+    return render.json_response(
+        {"items": [_released(lease_id, found.get(lease_id)) for lease_id in body.lease_ids]}
+    )

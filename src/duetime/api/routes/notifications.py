@@ -27,7 +27,7 @@ router = APIRouter(
     responses=problem_responses(400, 401, 422, 503),
 )
 
-EventType = Literal["task.dead_lettered", "schedule.tick_missed"]
+EventType = Literal["task.dead_lettered", "schedule.tick_missed", "target.circuit_opened"]
 assert set(EventType.__args__) == set(EVENT_TYPES)  # type: ignore[attr-defined]
 
 

@@ -68,6 +68,7 @@ async def declare_schedule(key: KeyPath, call: TenantCall, request: Request) -> 
         now = await call.store.now()
         current = await call.store.schedule_get_by_key(call.tenant_id, key)
         if current is None:
+            await call.quotas.admit_schedule(call.tenant_id)
             anchor = anchor_from(now)
             config = config_from_create(body, call.builder, call.tenant_id, anchor, now)
             try:

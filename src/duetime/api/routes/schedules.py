@@ -133,6 +133,7 @@ async def _change(
 async def create_schedule(call: TenantCall, request: Request) -> Response:
     """Create a recurring schedule; its occurrences become tasks from the next one on."""
     body = await json_body(request, ScheduleCreate)
+    await call.quotas.admit_schedule(call.tenant_id)
     now = await call.store.now()
     anchor = anchor_from(now)
     config = config_from_create(body, call.builder, call.tenant_id, anchor, now)
@@ -306,6 +307,7 @@ async def trigger_schedule(schedule_id: str, call: TenantCall, request: Request)
 async def schedule_trigger(call: Caller, schedule_id: str, actor: str | None) -> TaskCreated:
     """Make the task of an occurrence at now (the ``trigger`` route's; the dashboard's too)."""
     current = await _get(call, schedule_id)
+    await call.quotas.admit_tasks(call.tenant_id, 1)
     now = await call.store.now()
     [made] = await call.store.schedule_occurrences_create(
         call.tenant_id,

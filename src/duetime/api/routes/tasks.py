@@ -75,6 +75,7 @@ async def create_task(request: Request) -> Response:
     call = await tenant_call(request)
     body = await json_body(request, TaskCreate)
     new = await call.builder.new_tasks(call.store, call.tenant_id, [body], batch=False)
+    await call.quotas.admit_tasks(call.tenant_id, 1)
     (created,) = await _create(call, new, request)
     check_repeats(new, [created], prefix=False)
     return render.json_response(render.task(created.task), 201 if created.created else 200)
@@ -93,6 +94,7 @@ async def create_tasks(request: Request) -> Response:
     call = await tenant_call(request)
     body = await json_body(request, TaskBatchCreate, batch=True)
     new = await call.builder.new_tasks(call.store, call.tenant_id, body.tasks, batch=True)
+    await call.quotas.admit_tasks(call.tenant_id, len(new))
     try:
         results = await _create(call, new, request)
     except ValidationError as exc:  # the store names `depends_on`; say which task's

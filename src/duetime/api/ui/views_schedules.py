@@ -51,7 +51,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _caller(call: UiCall) -> Caller:
-    return Caller(call.tenant_id, call.store, call.services.builder)
+    return Caller(call.tenant_id, call.store, call.services.builder, call.services.quotas)
 
 
 def _schedule_id(raw: str) -> str:

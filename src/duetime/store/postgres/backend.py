@@ -22,37 +22,41 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
-from asyncpg import exceptions as pgx
 
-from duetime.auth import new_signing_secret
 from duetime.clock import Clock
 from duetime.errors import Conflict, NotFound, StoreFull, StoreUnavailable, ValidationError
-from duetime.ids import is_uuid, new_id
-from duetime.store.postgres import rows
+from duetime.history.actor import current_actor
+from duetime.ids import is_uuid
+from duetime.store.core.circuits import CircuitMethods
+from duetime.store.core.history import HistoryMethods, acting
+from duetime.store.core.leases import LeaseReleaseMethods
+from duetime.store.core.migrations import MigrationMethods
+from duetime.store.core.notifications import NotificationMethods
+from duetime.store.core.plan import Plan, Woken
+from duetime.store.core.queueing import QueueingMethods
+from duetime.store.core.tenancy import TenancyMethods
+from duetime.store.postgres import driver, rows
 from duetime.store.postgres.batching import InsertBatcher
-from duetime.store.postgres.counters import CounterOps
 from duetime.store.postgres.errors import describe_server, is_unavailable
-from duetime.store.postgres.history import HistoryOps
-from duetime.store.postgres.notifications import NotificationOps
+from duetime.store.postgres.history import PgHistory
 from duetime.store.postgres.queues import QueueOps
 from duetime.store.postgres.schedules import ScheduleOps
 from duetime.store.postgres.signals import DUE_CHANNEL, READY_CHANNEL, Listener, PgSignal
 from duetime.store.postgres.sql import QUERIES as Q
-from duetime.store.postgres.sql import migrations
+from duetime.store.sql import migrations
 from duetime.types import (
-    ApiKey,
     Attempt,
-    SigningSecret,
     Task,
     TaskFilter,
     TaskPatch,
-    Tenant,
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -69,7 +73,18 @@ _SERVER_SETTINGS = {
 }
 
 
-class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps, HistoryOps):
+class PostgresStore(
+    CircuitMethods,
+    LeaseReleaseMethods,
+    MigrationMethods,
+    TenancyMethods,
+    QueueOps,
+    QueueingMethods,
+    ScheduleOps,
+    NotificationMethods,
+    PgHistory,
+    HistoryMethods,
+):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
     ``url`` is a ``postgresql://`` URL. ``clock`` pins the store's time for tests (its
@@ -107,6 +122,7 @@ class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps, HistoryO
         self._listener = Listener(
             self._connect_listener, [self.ready_signal, self.due_signal], self._token
         )
+        self._migrations = migrations(__package__ or "duetime.store.postgres")
         self._inserts = InsertBatcher(
             self._insert_run, row_id=_row_id, record_id=_record_id, slots=max(1, pool_max // 2)
         )
@@ -143,6 +159,28 @@ class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps, HistoryO
     async def _transaction(self) -> AsyncIterator[Conn]:
         async with self._connection() as conn, conn.transaction():
             yield conn
+
+    async def _run(
+        self, plan: Plan[T], *, write: bool = False, long: bool = False, snapshot: bool = False
+    ) -> T:
+        """Run a core plan (see ``Runs._run``): a write in one transaction, its changes
+        attributed to the caller's actor; a read on one pooled connection (in one transaction
+        when ``snapshot``)."""
+        pinned = self._pinned()
+        if not (write or snapshot):
+            async with self._connection() as conn:
+                return await driver.run(conn, pinned, plan)
+        wake = Woken()
+        if write:
+            plan = acting(plan, current_actor.get())
+        async with self._transaction() as conn:
+            timeout = _MIGRATION_TIMEOUT if long else None
+            result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
+        if wake.ready:
+            self.ready_signal.notify()
+        if wake.due:
+            self.due_signal.notify()
+        return result
 
     async def _connect_listener(self) -> asyncpg.Connection[Any]:
         return await asyncpg.connect(
@@ -194,35 +232,6 @@ class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps, HistoryO
             except Exception:
                 pool.terminate()
 
-    async def migrate(self) -> list[str]:
-        """Apply pending migrations in order under an advisory lock (concurrent nodes wait)."""
-        applied: list[str] = []
-        async with self._connection() as conn:
-            # Another node may be migrating: wait for it as long as a migration may take.
-            await conn.execute(Q["migrations_lock"], timeout=_MIGRATION_TIMEOUT)
-            try:
-                await conn.execute(Q["migrations_bootstrap"])
-                done = {r["version"] for r in await conn.fetch(Q["migrations_applied"])}
-                for version, sql in migrations():
-                    if version in done:
-                        continue
-                    async with conn.transaction():
-                        await conn.execute(sql, timeout=_MIGRATION_TIMEOUT)
-                        await conn.execute(Q["migration_record"], version)
-                    log.info("applied migration %s", version)
-                    applied.append(version)
-            finally:
-                await conn.execute(Q["migrations_unlock"])
-        return applied
-
-    async def migrations_pending(self) -> list[str]:
-        """Versions not yet applied (empty when current)."""
-        async with self._connection() as conn:
-            done: set[str] = set()
-            if await conn.fetchval(Q["migrations_table_exists"]):
-                done = {r["version"] for r in await conn.fetch(Q["migrations_applied"])}
-        return [version for version, _ in migrations() if version not in done]
-
     async def ping(self) -> None:
         """One round trip; ``StoreUnavailable`` when it cannot be made."""
         async with self._connection() as conn:
@@ -236,74 +245,6 @@ class PostgresStore(CounterOps, QueueOps, ScheduleOps, NotificationOps, HistoryO
         async with self._connection() as conn:
             value: datetime = await conn.fetchval(Q["now"], None)
         return value
-
-    # -- tenancy -------------------------------------------------------------------------------
-
-    async def tenant_create(self, name: str, *, tenant_id: str | None = None) -> Tenant:
-        """Create a tenant and its first signing secret. ``Conflict`` if the id exists."""
-        tid = tenant_id or new_id()
-        pinned = self._pinned()
-        try:
-            async with self._transaction() as conn:
-                row = await conn.fetchrow(Q["tenant_insert"], pinned, tid, name)
-                await conn.execute(
-                    Q["signing_secret_insert"], pinned, new_id(), tid, new_signing_secret()
-                )
-        except pgx.UniqueViolationError as exc:
-            raise Conflict(f"tenant {tid!r} already exists") from exc
-        assert row is not None
-        return rows.tenant_from_row(row)
-
-    async def tenant_get(self, tenant_id: str) -> Tenant | None:
-        async with self._connection() as conn:
-            row = await conn.fetchrow(Q["tenant_get"], tenant_id)
-        return None if row is None else rows.tenant_from_row(row)
-
-    async def api_key_create(self, tenant_id: str, key_id: str, key_hash: str) -> ApiKey:
-        """Store a key's hash. ``NotFound`` without the tenant; ``Conflict`` on a reused id/hash."""
-        try:
-            async with self._connection() as conn:
-                row = await conn.fetchrow(
-                    Q["api_key_insert"], self._pinned(), key_id, tenant_id, key_hash
-                )
-        except pgx.ForeignKeyViolationError as exc:
-            raise NotFound(f"no tenant {tenant_id!r}") from exc
-        except pgx.UniqueViolationError as exc:
-            raise Conflict(f"API key {key_id!r} already exists") from exc
-        assert row is not None
-        return rows.api_key_from_row(row)
-
-    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
-        async with self._connection() as conn:
-            row = await conn.fetchrow(Q["api_key_get_by_hash"], key_hash)
-        return None if row is None else rows.api_key_from_row(row)
-
-    async def api_key_delete(self, key_id: str) -> bool:
-        async with self._connection() as conn:
-            deleted = await conn.fetchval(Q["api_key_delete"], key_id)
-        return deleted is not None
-
-    async def signing_secret_list(self, tenant_id: str) -> list[SigningSecret]:
-        async with self._connection() as conn:
-            found = await conn.fetch(Q["signing_secret_list"], self._pinned(), tenant_id)
-        return [rows.signing_secret_from_row(r) for r in found]
-
-    async def signing_secret_rotate(
-        self, tenant_id: str, secret: str, overlap_seconds: float
-    ) -> list[SigningSecret]:
-        """Add ``secret``; older live ones expire ``overlap_seconds`` from now. ``NotFound``
-        without the tenant."""
-        pinned = self._pinned()
-        try:
-            async with self._transaction() as conn:
-                await conn.execute(
-                    Q["signing_secret_expire_live"], pinned, tenant_id, float(overlap_seconds)
-                )
-                await conn.execute(Q["signing_secret_insert"], pinned, new_id(), tenant_id, secret)
-                found = await conn.fetch(Q["signing_secret_list"], pinned, tenant_id)
-        except pgx.ForeignKeyViolationError as exc:
-            raise NotFound(f"no tenant {tenant_id!r}") from exc
-        return [rows.signing_secret_from_row(r) for r in found]
 
     # -- tasks: reads and user-driven changes -------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Queues, pull workers and lease lookups of :class:`~duetime.store.postgres.backend.PostgresStore`.
+"""Queue-aware claims and lease lookups of :class:`~duetime.store.postgres.backend.PostgresStore`
+(queue settings and workers are in :mod:`duetime.store.core.queueing`).
 
 Contracts are those of :mod:`duetime.store.protocols`. How claims keep queue settings:
 
@@ -30,15 +31,7 @@ from duetime.ids import is_uuid
 from duetime.store.postgres import rows
 from duetime.store.postgres.sql import parse_queries
 from duetime.store.postgres.tasks import TaskOps
-from duetime.types import (
-    ClaimRequest,
-    Lease,
-    Queue,
-    QueueSettings,
-    TargetType,
-    TaskStatus,
-    WorkerInfo,
-)
+from duetime.types import ClaimRequest, Lease, TargetType
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -53,36 +46,22 @@ QQ: dict[str, str] = parse_queries(
 LIMITED_CACHE_SECONDS = 1.0
 """How long a store trusts its list of queues with a ``max_concurrency``."""
 
-WORKER_RETENTION_SECONDS = 7 * 86400.0
-"""Workers not seen for this long are forgotten (when a new worker of the tenant shows up)."""
-
-MAX_WORKER_QUEUES = 64
-_STATUS = {s.value: s for s in TaskStatus}
 _WORKER_ONLY = frozenset({TargetType.WORKER})
 
 
-def _queue_from_row(r: asyncpg.Record) -> Queue:
-    return Queue(
-        tenant_id=r["tenant_id"],
-        name=r["name"],
-        settings=QueueSettings(
-            rate_limit_per_second=r["rate_limit_per_second"],
-            burst=r["burst"],
-            max_concurrency=r["max_concurrency"],
-            max_concurrency_per_key=r["max_concurrency_per_key"],
-            paused=r["paused"],
-        ),
-        updated_at=r["updated_at"],
-    )
-
-
 class QueueOps(TaskOps):
-    """Queue, worker and lease-lookup methods; extends the task methods with queue-aware claims.
+    """Lease-lookup methods; extends the task methods with queue-aware claims.
     A mixin like :class:`TaskOps`: the store provides connections and the pinned time."""
 
     # Class-level defaults: the store's __init__ need not know about the cache.
     _limited_at: float = -math.inf
     _limited: tuple[tuple[str, str], ...] = ()
+    # A recount over its time budget (counts_recount_budget) is cancelled: that round skips it.
+    _over_budget: tuple[type[BaseException], ...] = (asyncpg.QueryCanceledError,)
+
+    def _queues_changed(self) -> None:
+        """After ``queue_put``: drop this store's cache of limited queues."""
+        self._limited_at = -math.inf
 
     async def _limited_queues(self) -> tuple[tuple[str, str], ...]:
         """(tenant, name) of every queue with a limit and not paused; cached briefly."""
@@ -180,62 +159,3 @@ class QueueOps(TaskOps):
             found = await conn.fetch(QQ["task_leases_get"], wanted, tenant_id)
         leases = (rows.lease_from_row(r) for r in found)
         return {lease.lease_id: lease for lease in leases}
-
-    # -- queues --------------------------------------------------------------------------------
-
-    async def queue_put(self, tenant_id: str, name: str, settings: QueueSettings) -> Queue:
-        """Create or replace the queue's settings; this store's limit cache is dropped."""
-        async with self._connection() as conn:
-            row = await conn.fetchrow(
-                QQ["queue_put"],
-                self._pinned(),
-                tenant_id,
-                name,
-                settings.rate_limit_per_second,
-                settings.burst,
-                settings.max_concurrency,
-                settings.max_concurrency_per_key,
-                settings.paused,
-            )
-        self._limited_at = -math.inf
-        assert row is not None
-        # Resuming or raising a limit may let waiting tasks run: wake the claimers.
-        self.ready_signal.notify()
-        return _queue_from_row(row)
-
-    async def queue_get(self, tenant_id: str, name: str) -> Queue | None:
-        async with self._connection() as conn:
-            row = await conn.fetchrow(QQ["queue_get"], tenant_id, name)
-        return None if row is None else _queue_from_row(row)
-
-    async def queue_list(self, tenant_id: str) -> list[Queue]:
-        async with self._connection() as conn:
-            found = await conn.fetch(QQ["queue_list"], tenant_id)
-        return [_queue_from_row(r) for r in found]
-
-    # -- workers -------------------------------------------------------------------------------
-
-    async def worker_seen(self, tenant_id: str, worker_id: str, queues: Sequence[str]) -> None:
-        pinned = self._pinned()
-        names = sorted(set(queues))[:MAX_WORKER_QUEUES]
-        async with self._connection() as conn:
-            inserted = await conn.fetchval(QQ["worker_seen"], pinned, tenant_id, worker_id, names)
-            if inserted:
-                await conn.execute(QQ["worker_prune"], pinned, tenant_id, WORKER_RETENTION_SECONDS)
-
-    async def worker_list(self, tenant_id: str, live_within_seconds: float) -> list[WorkerInfo]:
-        async with self._connection() as conn:
-            found = await conn.fetch(
-                QQ["worker_list"], self._pinned(), tenant_id, float(live_within_seconds)
-            )
-        return [
-            WorkerInfo(
-                tenant_id=tenant_id,
-                worker_id=r["worker_id"],
-                queues=tuple(r["queues"]),
-                first_seen_at=r["first_seen_at"],
-                last_seen_at=r["last_seen_at"],
-                leases=r["leases"],
-            )
-            for r in found
-        ]

@@ -32,14 +32,3 @@ def _package_file(*parts: str) -> str:
 
 QUERIES: dict[str, str] = parse_queries(_package_file("queries.sql"))
 """Every named query of the store."""
-
-
-def migrations() -> list[tuple[str, str]]:
-    """``(version, sql)`` for every migration file, in the order they must be applied."""
-    folder = resources.files(__package__).joinpath("migrations")
-    found = [
-        (entry.name.removesuffix(".sql"), entry.read_text(encoding="utf-8"))
-        for entry in folder.iterdir()
-        if entry.name.endswith(".sql")
-    ]
-    return sorted(found)

@@ -27,39 +27,39 @@ from typing import TypeVar
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
-from duetime.store.counters import CountKey, Reconciled
+from duetime.store.core.circuits import CircuitMethods
+from duetime.store.core.history import HistoryMethods, acting
+from duetime.store.core.leases import LeaseReleaseMethods
+from duetime.store.core.migrations import MigrationMethods
+from duetime.store.core.notifications import NotificationMethods
+from duetime.store.core.plan import Plan, Woken
+from duetime.store.core.queueing import QueueingMethods
+from duetime.store.core.tenancy import TenancyMethods
 from duetime.store.recorded import recordable
+from duetime.store.sql import migrations
 from duetime.store.sqlite import (
-    counters,
+    driver,
     leadership,
-    migrations,
     queues,
     tasks_api,
     tasks_engine,
-    tenancy,
 )
-from duetime.store.sqlite.history import HistoryOps, with_actor
-from duetime.store.sqlite.notifications import NotificationOps
+from duetime.store.sqlite.history import SqliteHistory
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
 from duetime.store.sqlite.schedules import ScheduleMethods
 from duetime.store.sqlite.signals import LocalSignal, Wakeups
 from duetime.types import (
-    ApiKey,
     Attempt,
     ClaimRequest,
     Completion,
     CompletionResult,
     Lease,
     NewTask,
-    QueueStats,
-    SigningSecret,
-    StatusCount,
     Task,
     TaskCreated,
     TaskFilter,
     TaskPatch,
-    Tenant,
 )
 
 __all__ = ["SqliteStore"]
@@ -88,7 +88,18 @@ _BUSY_TIMEOUT_SECONDS = 10.0
 _INTEGRITY_RETRIES = 2
 
 
-class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps):
+class SqliteStore(
+    CircuitMethods,
+    LeaseReleaseMethods,
+    MigrationMethods,
+    TenancyMethods,
+    QueueingMethods,
+    queues.QueueOps,
+    ScheduleMethods,
+    NotificationMethods,
+    SqliteHistory,
+    HistoryMethods,
+):
     """:class:`~duetime.store.protocols.Store` on one SQLite file.
 
     ``path`` is the database file; its directory is created on :meth:`open`. ``synchronous`` is
@@ -115,6 +126,7 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps)
         self._conn: sqlite3.Connection | None = None
         self.ready_signal = LocalSignal()
         self.due_signal = LocalSignal()
+        self._migrations = migrations(__package__ or "duetime.store.sqlite")
 
     # -- the database thread ------------------------------------------------------------------
 
@@ -205,10 +217,10 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps)
 
     async def _write(self, body: Tx[T], *, integrity_retries: int = 0) -> T:
         # Audit: the caller's actor (a context variable, invisible on the database thread).
-        acting = with_actor(body, current_actor.get())
+        attributed = with_actor(body, current_actor.get())
         for attempt in range(integrity_retries + 1):
             try:
-                return await self._call(lambda: self._transaction(acting, write=True))
+                return await self._call(lambda: self._transaction(attributed, write=True))
             except sqlite3.IntegrityError as exc:
                 if attempt == integrity_retries:
                     raise Conflict(f"conflicting write: {exc}") from exc
@@ -217,7 +229,19 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps)
     async def _read(self, body: Tx[T]) -> T:
         return await self._call(lambda: self._transaction(body, write=False))
 
-    def _fire(self, wake: Wakeups) -> None:
+    async def _run(
+        self, plan: Plan[T], *, write: bool = False, long: bool = False, snapshot: bool = False
+    ) -> T:
+        """Run a core plan in one transaction on the database thread (see ``Runs._run``; a
+        read is always one transaction here)."""
+        if not write:
+            return await self._read(lambda conn, now: driver.run(conn, now, plan))
+        wake = Woken()
+        result = await self._write(lambda conn, now: driver.run(conn, now, plan, wake))
+        self._fire(wake)
+        return result
+
+    def _fire(self, wake: Wakeups | Woken) -> None:
         if wake.ready:
             self.ready_signal.notify()
         if wake.due:
@@ -247,51 +271,11 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps)
         finally:
             executor.shutdown(wait=False)
 
-    async def migrate(self) -> list[str]:
-        """Apply pending migrations in one write transaction; returns the versions applied."""
-        return await self._write(migrations.migrate)
-
-    async def migrations_pending(self) -> list[str]:
-        return await self._read(lambda conn, now: migrations.pending(conn))
-
     async def ping(self) -> None:
         await self._read(lambda conn, now: conn.execute(Q["ping"]).fetchone())
 
     async def now(self) -> datetime:
         return self._now()
-
-    # -- tenancy -------------------------------------------------------------------------------
-
-    async def tenant_create(self, name: str, *, tenant_id: str | None = None) -> Tenant:
-        return await self._write(
-            lambda conn, now: tenancy.tenant_create(conn, now, name, tenant_id)
-        )
-
-    async def tenant_get(self, tenant_id: str) -> Tenant | None:
-        return await self._read(lambda conn, now: tenancy.tenant_get(conn, now, tenant_id))
-
-    async def api_key_create(self, tenant_id: str, key_id: str, key_hash: str) -> ApiKey:
-        return await self._write(
-            lambda conn, now: tenancy.api_key_create(conn, now, tenant_id, key_id, key_hash)
-        )
-
-    async def api_key_get_by_hash(self, key_hash: str) -> ApiKey | None:
-        return await self._read(lambda conn, now: tenancy.api_key_get_by_hash(conn, now, key_hash))
-
-    async def api_key_delete(self, key_id: str) -> bool:
-        return await self._write(lambda conn, now: tenancy.api_key_delete(conn, now, key_id))
-
-    async def signing_secret_list(self, tenant_id: str) -> list[SigningSecret]:
-        return await self._read(lambda conn, now: tenancy.signing_secret_list(conn, now, tenant_id))
-
-    async def signing_secret_rotate(
-        self, tenant_id: str, secret: str, overlap_seconds: float
-    ) -> list[SigningSecret]:
-        return await self._write(
-            lambda conn, now: tenancy.signing_secret_rotate(
-                conn, now, tenant_id, secret, overlap_seconds
-            )
-        )
 
     # -- tasks: the API's side -----------------------------------------------------------------
 
@@ -339,22 +323,6 @@ class SqliteStore(queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps)
     async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
         return await self._read(
             lambda conn, now: tasks_api.attempt_list(conn, now, tenant_id, task_id)
-        )
-
-    async def task_count_by_status(self) -> list[StatusCount]:
-        return await self._read(counters.task_count_by_status)
-
-    async def queue_stats(self, tenant_id: str, name: str | None = None) -> list[QueueStats]:
-        return await self._read(lambda conn, now: counters.queue_stats(conn, now, tenant_id, name))
-
-    async def task_counts_fold(self, limit: int) -> int:
-        return await self._write(counters.task_counts_fold)
-
-    async def task_counts_reconcile(
-        self, after: CountKey | None, max_rows: int
-    ) -> Reconciled | None:
-        return await self._write(
-            lambda conn, now: counters.task_counts_reconcile(conn, now, after, max_rows)
         )
 
     # -- tasks: the engine's side --------------------------------------------------------------
@@ -439,3 +407,21 @@ def private_file(path: Path) -> None:
 def _random_uuid() -> str:
     """SQL function ``duetime_uuid()``: a fresh random (v4) UUID per call, for lease ids."""
     return str(uuid.uuid4())
+
+
+def with_actor(body: Tx[T], actor: str | None) -> Tx[T]:
+    """``body`` with its changes attributed to ``actor``: the plan steps of
+    :func:`~duetime.store.core.history.acting` around a transaction body (a plan's, or one not
+    a plan yet)."""
+    if actor is None:
+        return body
+
+    def run(conn: sqlite3.Connection, now: int) -> T:
+        return driver.run(conn, now, acting(_body(body, conn, now), actor))
+
+    return run
+
+
+def _body(body: Tx[T], conn: sqlite3.Connection, now: int) -> Plan[T]:
+    yield from ()
+    return body(conn, now)

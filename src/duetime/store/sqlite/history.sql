@@ -1,6 +1,9 @@
--- History, retention and audit (see migrations/0007_history.sql and docs/history.md).
+-- History, retention and audit (plans in duetime/store/core/history.py; the triggers in
+-- migrations/0007_history.sql; docs/history.md). SQLite has no partitions: the history table is
+-- one table, and a month is a time range.
 
--- The actor of the write transaction under way (see migrations/0007_history.sql).
+-- The actor of the write transaction under way: the one row of audit_actor, deleted again before
+-- the transaction commits (SQLite has one writer, so no other transaction ever sees it).
 -- name: actor_set
 INSERT OR REPLACE INTO audit_actor (id, actor) VALUES (1, :actor);
 
@@ -27,32 +30,29 @@ FROM queue_retention WHERE tenant_id = :tenant_id;
 SELECT succeeded_seconds, failed_seconds, cancelled_seconds
 FROM queue_retention WHERE tenant_id = :tenant_id AND queue = :queue;
 
--- Finished tasks past their queue's (else the default) period, oldest finish first; the range
--- is bounded by the shortest period anywhere. Attempts and dependency rows go with them
--- (ON DELETE CASCADE). A schedule's last occurrence stays.
--- name: task_retention_doomed
-SELECT t.id
-FROM tasks t
-LEFT JOIN queue_retention r ON r.tenant_id = t.tenant_id AND r.queue = t.queue
-WHERE t.status IN ('succeeded', 'failed', 'cancelled')
-  AND t.finished_at < :now - CAST(1000000 * min(:succeeded, :failed, :cancelled,
-        coalesce((SELECT min(min(coalesce(succeeded_seconds, 1e18)),
-                             min(coalesce(failed_seconds, 1e18)),
-                             min(coalesce(cancelled_seconds, 1e18)))
-                  FROM queue_retention), 1e18)) AS INTEGER)
-  AND t.finished_at < :now - CAST(1000000 * CASE t.status
-          WHEN 'succeeded' THEN coalesce(r.succeeded_seconds, :succeeded)
-          WHEN 'failed' THEN coalesce(r.failed_seconds, :failed)
-          ELSE coalesce(r.cancelled_seconds, :cancelled) END AS INTEGER)
-  AND t.id NOT IN (SELECT last_task_id FROM schedules WHERE last_task_id IS NOT NULL)
-ORDER BY t.finished_at
-LIMIT :limit;
-
--- name: task_retention_rows
-SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
-
--- name: task_retention_delete
-DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
+-- The sweep: up to :limit finished tasks past their queue's (else the default) period, oldest
+-- finish first; the range is bounded by the shortest period anywhere. Attempts and dependency rows
+-- go with them (ON DELETE CASCADE). A schedule's last occurrence stays. Returns the whole rows
+-- (the archive's document is made of them; `document` is PostgreSQL's to_jsonb).
+-- name: task_retention_sweep
+DELETE FROM tasks WHERE id IN (
+    SELECT t.id
+    FROM tasks t
+    LEFT JOIN queue_retention r ON r.tenant_id = t.tenant_id AND r.queue = t.queue
+    WHERE t.status IN ('succeeded', 'failed', 'cancelled')
+      AND t.finished_at < :now - CAST(1000000 * min(:succeeded, :failed, :cancelled,
+            coalesce((SELECT min(min(coalesce(succeeded_seconds, 1e18)),
+                                 min(coalesce(failed_seconds, 1e18)),
+                                 min(coalesce(cancelled_seconds, 1e18)))
+                      FROM queue_retention), 1e18)) AS INTEGER)
+      AND t.finished_at < :now - CAST(1000000 * CASE t.status
+              WHEN 'succeeded' THEN coalesce(r.succeeded_seconds, :succeeded)
+              WHEN 'failed' THEN coalesce(r.failed_seconds, :failed)
+              ELSE coalesce(r.cancelled_seconds, :cancelled) END AS INTEGER)
+      AND t.id NOT IN (SELECT last_task_id FROM schedules WHERE last_task_id IS NOT NULL)
+    ORDER BY t.finished_at
+    LIMIT :limit)
+RETURNING *, NULL AS document;
 
 -- name: history_query
 SELECT * FROM history
@@ -74,6 +74,10 @@ WHERE tenant_id = :tenant_id
 ORDER BY at DESC, id DESC
 LIMIT :limit;
 
+-- PostgreSQL's plans for history_query; SQLite plans each run anyway.
+-- name: history_plan_custom
+SELECT 1;
+
 -- name: history_attempts
 SELECT task_id, attempt AS number, started_at, at AS finished_at, outcome, error, http_status,
        duration_ms, worker
@@ -84,21 +88,33 @@ ORDER BY attempt;
 -- name: history_task_known
 SELECT EXISTS (SELECT 1 FROM history WHERE task_id = :task_id AND tenant_id = :tenant_id);
 
--- name: history_first_at
-SELECT min(at) FROM history WHERE at >= :after;
+-- No partitions, so none to make (history_partition_ensure is never reached).
+-- name: history_partition_months
+SELECT value AS month FROM json_each(:months) WHERE 0;
+
+-- name: history_partition_ensure
+SELECT :month IS NULL;
+
+-- The months that hold records: one index probe per month (a skip scan of history_at).
+-- name: history_months
+WITH RECURSIVE m (at) AS (
+    SELECT min(at) FROM history
+    UNION ALL
+    SELECT (SELECT min(at) FROM history
+            WHERE at >= CAST(strftime('%s', m.at / 1000000, 'unixepoch', 'start of month',
+                                      '+1 month') AS INTEGER) * 1000000)
+    FROM m WHERE m.at IS NOT NULL
+)
+SELECT strftime('%Y-%m-01', at / 1000000, 'unixepoch') AS month FROM m WHERE at IS NOT NULL;
 
 -- name: history_month_counts
 SELECT tenant_id, count(*) AS n FROM history WHERE at >= :lo AND at < :hi GROUP BY tenant_id;
 
--- A month for the archive, a page at a time: grouped by tenant, then by name, each name's records
--- by time (the order of the Parquet files).
--- name: history_month_rows
-SELECT * FROM history
-WHERE at >= :lo AND at < :hi
-  AND (tenant_id, coalesce(name, ''), at, id) > (:tenant_id, :name, :at, :id)
-ORDER BY tenant_id, coalesce(name, ''), at, id
-LIMIT :limit;
-
--- name: history_month_delete
+-- Up to 10,000 of the month's records per write transaction, so the hot path waits for one batch
+-- at most; the caller repeats until none is left.
+-- name: history_month_drop
 DELETE FROM history WHERE id IN (
-    SELECT id FROM history WHERE at >= :lo AND at < :hi LIMIT :limit);
+    SELECT id FROM history
+    WHERE at >= :month
+      AND at < CAST(strftime('%s', :month / 1000000, 'unixepoch', '+1 month') AS INTEGER) * 1000000
+    LIMIT 10000);

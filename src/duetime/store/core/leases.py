@@ -1,0 +1,73 @@
+"""Ending a lease without an attempt: the holder hands the task back (SPEC §3, §7).
+
+A worker that stops with prefetched leases it never started, or a dispatcher holding a task for
+an origin whose circuit is open, gives the task back: it waits again (``ready`` now, or
+``scheduled`` until its new due time), and the attempt the claim counted is not spent. Fenced like
+every lease call: only a task still ``running`` under that lease id changes. A task whose cancel
+was requested is not handed back (its holder ends it, and it ends ``cancelled``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from duetime.ids import is_uuid
+from duetime.store.core.plan import Decode, Plan, Row, Wake, one
+from duetime.store.core.runner import Runs
+from duetime.types import TaskStatus
+
+MAX_RELEASE_DELAY_SECONDS = 30 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A task handed back: its id, queue and status now (``ready`` or ``scheduled``)."""
+
+    task_id: str
+    queue: str
+    status: TaskStatus
+
+
+def _released(r: Row, d: type[Decode]) -> Released:
+    return Released(task_id=d.ident(r["id"]), queue=r["queue"], status=TaskStatus(r["status"]))
+
+
+def task_release(
+    lease_ids: Sequence[str], delay_seconds: float | Sequence[float], tenant_id: str | None
+) -> Plan[dict[str, Released]]:
+    """Hand back each task running under one of ``lease_ids`` (of ``tenant_id``, when given),
+    due again ``delay_seconds`` from now (one delay for all, or one per lease). Returns lease id
+    → what became of the task; a stale lease (ended, expired and reaped, unknown, another
+    tenant's) or a task whose cancel was requested is left out and unchanged."""
+    delays = (
+        [float(delay_seconds)] * len(lease_ids)
+        if isinstance(delay_seconds, int | float)
+        else [float(d) for d in delay_seconds]
+    )
+    if len(delays) != len(lease_ids):
+        raise ValueError("task_release needs one delay per lease id")
+    done: dict[str, Released] = {}
+    for lease_id, wanted in zip(lease_ids, delays, strict=True):
+        if lease_id in done or not is_uuid(lease_id):
+            continue
+        delay = min(max(0.0, wanted), MAX_RELEASE_DELAY_SECONDS)
+        found: Released | None = yield one(
+            "task_release", _released, lease_id=lease_id, delay=delay, tenant_id=tenant_id
+        )
+        if found is not None:
+            done[lease_id] = found
+    if done:
+        statuses = {r.status for r in done.values()}
+        yield Wake(ready=TaskStatus.READY in statuses, due=TaskStatus.SCHEDULED in statuses)
+    return done
+
+
+class LeaseReleaseMethods(Runs):
+    async def task_release(
+        self,
+        lease_ids: Sequence[str],
+        delay_seconds: float | Sequence[float] = 0.0,
+        tenant_id: str | None = None,
+    ) -> dict[str, Released]:
+        return await self._run(task_release(lease_ids, delay_seconds, tenant_id), write=True)

@@ -1,0 +1,167 @@
+"""Runs :mod:`duetime.store.core` plans on SQLite, on the store's database thread.
+
+Values cross as the schema stores them: timestamps as INTEGER microseconds since the epoch (UTC),
+JSON (and lists, which SQLite reads with ``json_each``) as text, booleans as 0/1.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import orjson
+
+from duetime.store.core.plan import (
+    NOW,
+    Call,
+    Decode,
+    Json,
+    Plan,
+    Script,
+    Stmt,
+    UniqueViolation,
+    Wake,
+    Woken,
+)
+from duetime.store.sql import Query, load
+from duetime.store.sqlite.rows import dumps, from_micros, to_micros
+
+T = TypeVar("T")
+
+FILES = (
+    "circuits.sql",
+    "history.sql",
+    "leases.sql",
+    "lifecycle.sql",
+    "notifications.sql",
+    "queueing.sql",
+    "tenancy.sql",
+)
+"""The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
+
+QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "sqlite", *FILES)
+"""The statements plans name, in SQLite's dialect."""
+
+
+class SqliteDecode(Decode):
+    """Column values as SQLite returns them."""
+
+    time = staticmethod(from_micros)
+
+    @staticmethod
+    def opt_time(value: Any) -> datetime | None:
+        return None if value is None else from_micros(value)
+
+    @staticmethod
+    def flag(value: Any) -> bool:
+        return bool(value)
+
+    @staticmethod
+    def ident(value: Any) -> str:
+        return str(value)
+
+    @staticmethod
+    def opt_ident(value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    @staticmethod
+    def ids(value: Any) -> tuple[str, ...]:
+        return tuple(orjson.loads(value)) if value else ()
+
+
+def encode(value: Any) -> Any:
+    """A plan's parameter as SQLite stores it."""
+    if isinstance(value, datetime):
+        return to_micros(value)
+    if isinstance(value, Json):
+        return dumps(value.value)
+    if isinstance(value, Mapping):
+        return dumps(dict(value))
+    if isinstance(value, list | tuple | frozenset | set):
+        return dumps(list(value))
+    if isinstance(value, timedelta):
+        return round(value.total_seconds() * 1_000_000)
+    return value
+
+
+def run(conn: sqlite3.Connection, now: int, plan: Plan[T], wake: Woken | None = None) -> T:
+    """Drive ``plan`` to its end inside the caller's transaction; returns its value. Wake
+    requests are merged into ``wake`` (a mutable :class:`Wakeups`) when given."""
+    reply: Any = None
+    error: UniqueViolation | None = None
+    while True:
+        try:
+            request = plan.send(reply) if error is None else plan.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        if error is not None:
+            raise RuntimeError("a store plan went on after a unique violation") from error
+        reply = None
+        if isinstance(request, Stmt):
+            try:
+                reply = _statement(conn, now, request)
+            except sqlite3.IntegrityError as exc:
+                if "UNIQUE" not in str(exc):
+                    raise
+                error = UniqueViolation(str(exc))
+        elif request is NOW:
+            reply = from_micros(now)
+        elif isinstance(request, Wake):
+            if wake is not None:
+                wake.ready |= request.ready
+                wake.due |= request.due
+        elif isinstance(request, Call):
+            reply = request.fn(*request.args)
+        elif isinstance(request, Script):
+            for statement in split_statements(request.sql):
+                conn.execute(statement)
+        else:  # pragma: no cover - a plan yielding something else is a bug
+            raise TypeError(f"a store plan yielded {request!r}")
+
+
+def _statement(conn: sqlite3.Connection, now: int, stmt: Stmt) -> Any:
+    query = QUERIES[stmt.query]
+    params = stmt.params
+    try:
+        bound = {
+            name: now if name == "now" and name not in params else encode(params[name])
+            for name in query.names
+        }
+    except KeyError as exc:
+        raise TypeError(f"query {stmt.query!r} needs parameter {exc.args[0]!r}") from None
+    cursor = conn.execute(query.text, bound)
+    mode = stmt.mode
+    if mode == "all":
+        into = stmt.into
+        assert into is not None
+        return [into(row, SqliteDecode) for row in cursor.fetchall()]
+    if mode == "one":
+        row = cursor.fetchone()
+        assert stmt.into is not None
+        return None if row is None else stmt.into(row, SqliteDecode)
+    if mode == "value":
+        row = cursor.fetchone()
+        return None if row is None else row[0]
+    if mode == "count":
+        return cursor.rowcount
+    return None
+
+
+def split_statements(script: str) -> list[str]:
+    """Split a script into complete statements (``sqlite3.complete_statement`` knows about
+    strings, comments and trigger bodies); a trailing comment-only remainder is dropped."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    leftover = "\n".join(
+        line for line in buffer.splitlines() if line.strip() and not line.strip().startswith("--")
+    )
+    if leftover:
+        raise ValueError(f"migration ends with an incomplete statement: {leftover[:80]!r}")
+    return statements

@@ -1,0 +1,92 @@
+"""Store conformance for handing a lease back without an attempt (``task_release`` in
+:mod:`duetime.store.protocols`), run unchanged against every backend.
+
+Use it like :mod:`duetime.testing.conformance`, given ``store`` and ``clock`` fixtures::
+
+    from duetime.testing.conformance_release import *  # noqa: F403
+"""
+
+from __future__ import annotations
+
+from duetime.clock import FakeClock
+from duetime.store.protocols import Store
+from duetime.testing.conformance import (
+    _claim_one,
+    _complete,
+    _completion,
+    _create,
+    _get,
+    _tenant,
+)
+from duetime.types import TaskStatus
+
+S = TaskStatus
+
+
+async def test_release_hands_the_task_back_without_spending_the_attempt(store: Store) -> None:
+    tenant = await _tenant(store)
+    task = await _create(store, tenant, name="a")
+    lease = await _claim_one(store, task)
+    assert (await _get(store, task)).attempts == 1
+    released = await store.task_release([lease.lease_id])
+    assert released[lease.lease_id].task_id == task.id
+    assert released[lease.lease_id].status is S.READY
+    after = await _get(store, task)
+    assert (after.status, after.attempts, after.lease_id, after.worker_id) == (
+        S.READY,
+        0,
+        None,
+        None,
+    )
+    assert await store.attempt_list(tenant, task.id) == []  # no attempt was recorded
+    # The lease is stale now: a second release or a completion under it changes nothing.
+    assert await store.task_release([lease.lease_id]) == {}
+    assert not (await _complete(store, _completion(lease))).accepted
+    again = await _claim_one(store, task)
+    assert again.attempt == 1 and again.lease_id != lease.lease_id
+
+
+async def test_release_with_a_delay_waits_until_then(store: Store, clock: FakeClock) -> None:
+    tenant = await _tenant(store)
+    task = await _create(store, tenant, name="b")
+    lease = await _claim_one(store, task)
+    released = await store.task_release([lease.lease_id], delay_seconds=30)
+    assert released[lease.lease_id].status is S.SCHEDULED
+    after = await _get(store, task)
+    assert after.status is S.SCHEDULED and after.attempts == 0
+    assert (after.due_at - clock.now()).total_seconds() == 30
+    assert await store.task_promote_due(100) == 0
+    clock.advance(30)
+    assert await store.task_promote_due(100) == 1
+    assert (await _get(store, task)).status is S.READY
+
+
+async def test_release_is_fenced_by_lease_and_tenant(store: Store) -> None:
+    tenant = await _tenant(store)
+    other = await _tenant(store, "other")
+    task = await _create(store, tenant, name="c")
+    lease = await _claim_one(store, task)
+    assert await store.task_release([lease.lease_id], tenant_id=other) == {}
+    assert await store.task_release(["not-a-uuid", "0190c6f2-0000-7000-8000-000000000000"]) == {}
+    assert (await _get(store, task)).status is S.RUNNING
+    assert set(await store.task_release([lease.lease_id, lease.lease_id], tenant_id=tenant)) == {
+        lease.lease_id
+    }
+
+
+async def test_a_task_whose_cancel_was_requested_is_not_handed_back(store: Store) -> None:
+    tenant = await _tenant(store)
+    task = await _create(store, tenant, name="d")
+    lease = await _claim_one(store, task)
+    await store.task_cancel(tenant, task.id)
+    assert await store.task_release([lease.lease_id]) == {}
+    assert (await _get(store, task)).status is S.RUNNING
+
+
+async def test_release_takes_one_delay_per_lease(store: Store, clock: FakeClock) -> None:
+    tenant = await _tenant(store)
+    tasks = [await _create(store, tenant, name=f"e{i}") for i in range(2)]
+    leases = [await _claim_one(store, t) for t in tasks]
+    released = await store.task_release([lease.lease_id for lease in leases], [0, 5])
+    assert [released[lease.lease_id].status for lease in leases] == [S.READY, S.SCHEDULED]
+    assert ((await _get(store, tasks[1])).due_at - clock.now()).total_seconds() == 5
