@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -40,6 +41,11 @@ class Dispatcher(Service):
     delivery per lease, and returns at once; completions are written in batches by a
     :class:`Completer`. When nothing is ready it sleeps on the store's ``ready_signal``
     (LISTEN/NOTIFY on PostgreSQL), polling every ``poll_interval`` in case a signal was lost.
+
+    A delivery whose task is cancelled meanwhile is stopped: every ``poll_interval`` the
+    dispatcher asks the store which in-flight tasks have a cancel requested, cancels those
+    deliveries (the connection is closed mid-request) and ends their attempts, so the tasks end
+    ``cancelled`` at once instead of when the target answers.
 
     With ``circuits`` (:mod:`duetime.delivery.circuit`), a webhook whose (tenant, origin) circuit
     is open is not delivered: its task is handed back without spending the attempt
@@ -86,6 +92,11 @@ class Dispatcher(Service):
         """(lease id, delay) of tasks held by an open circuit, to hand back in one call."""
         self._holding: asyncio.Task[None] | None = None
         self._writes: set[asyncio.Task[None]] = set()
+        self._jobs: dict[str, asyncio.Task[None]] = {}
+        """In-flight deliveries by task id."""
+        self._cancelled: set[str] = set()
+        """Task ids whose delivery this dispatcher stopped because of a cancel."""
+        self._watcher: asyncio.Task[None] | None = None
 
     @classmethod
     def from_settings(
@@ -117,6 +128,32 @@ class Dispatcher(Service):
 
     async def start(self) -> None:
         self._completer.start()
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch_cancels())
+
+    async def _watch_cancels(self) -> None:
+        """Stop the deliveries of tasks cancelled while in flight (see the class)."""
+        while not self.stopping:
+            await self._pause(max(self._poll, 0.05))
+            if self._jobs:
+                try:
+                    await self.stop_cancelled()
+                except Exception as exc:  # an outage: the next round asks again
+                    log.debug("could not check in-flight tasks for cancels: %s", exc)
+
+    async def stop_cancelled(self) -> int:
+        """One check: cancel the in-flight deliveries whose task has a cancel requested;
+        returns how many."""
+        ids = list(self._jobs)
+        if not ids:
+            return 0
+        stopping = await self._store.task_cancel_requested(ids)
+        for task_id in stopping:
+            job = self._jobs.get(task_id)
+            if job is not None and not job.done():
+                self._cancelled.add(task_id)
+                job.cancel()
+        return len(stopping)
 
     @property
     def inflight(self) -> int:
@@ -145,7 +182,8 @@ class Dispatcher(Service):
                 metrics.child(metrics.DUE_LAG, task.queue).observe(max(0.0, lag))
             job = asyncio.create_task(self._deliver(lease))
             self._inflight.add(job)
-            job.add_done_callback(self._done)
+            self._jobs[task.id] = job
+            job.add_done_callback(functools.partial(self._done, task.id))
         return len(leases)
 
     async def wait(self, did: int) -> None:
@@ -161,8 +199,10 @@ class Dispatcher(Service):
     def _free(self) -> int:
         return self._concurrency - len(self._inflight)
 
-    def _done(self, job: asyncio.Task[None]) -> None:
+    def _done(self, task_id: str, job: asyncio.Task[None]) -> None:
         self._inflight.discard(job)
+        if self._jobs.get(task_id) is job:
+            del self._jobs[task_id]
         metrics.child(metrics.IN_FLIGHT).inc(-1)
         self._slot_free.set()
 
@@ -242,7 +282,12 @@ class Dispatcher(Service):
             else:
                 outcome = await deliverer.deliver(Delivery(task, lease.attempt, secrets))
         except asyncio.CancelledError:
-            raise
+            if task.id not in self._cancelled:
+                raise  # the node is stopping: the lease expires and the task is retried
+            self._cancelled.discard(task.id)
+            outcome = Outcome(
+                AttemptOutcome.FAILED, retryable=False, error="cancelled during delivery"
+            )
         except Exception as exc:  # a deliverer must not raise; if one does, it is retryable
             log.exception("delivery of task %s raised", task.id)
             outcome = Outcome(AttemptOutcome.FAILED, retryable=True, error=f"internal: {exc!r}")
@@ -311,6 +356,8 @@ class Dispatcher(Service):
         written (a store that stays down), after that are abandoned: their leases expire and the
         reaper retries them, so nothing is lost and a node always stops."""
         self.stop()
+        if self._watcher is not None:
+            self._watcher.cancel()
         if self._inflight:
             _done, pending = await asyncio.wait(set(self._inflight), timeout=grace)
             for job in pending:

@@ -308,6 +308,10 @@ class Store(Protocol):
         completion under it is still accepted). With ``tenant_id``, only that tenant's. Unknown,
         ended and malformed ids are absent."""
 
+    async def task_cancel_requested(self, task_ids: Sequence[str]) -> set[str]:
+        """The ones of ``task_ids`` that are ``running`` with a cancel requested: their holder
+        (a dispatcher delivering them) should stop and end the attempt."""
+
     async def task_release(
         self,
         lease_ids: Sequence[str],
