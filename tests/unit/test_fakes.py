@@ -15,9 +15,7 @@ async def test_fake_signal_keeps_the_signal_contract() -> None:
 
 
 async def test_fake_leadership_keeps_the_leadership_contract(clock: FakeClock) -> None:
-    await conformance.test_leadership_one_holder_renew_takeover_resign(
-        FakeLeadership(clock), clock
-    )
+    await conformance.test_leadership_one_holder_renew_takeover_resign(FakeLeadership(clock), clock)
     await conformance.test_leadership_contenders_elect_one(FakeLeadership(clock), clock)
 
 
