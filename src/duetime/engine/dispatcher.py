@@ -19,8 +19,8 @@ from duetime.engine.service import Service
 from duetime.observe import tracing
 from duetime.observe.endings import attempts_ended, tracing_attributes
 from duetime.retry import next_retry_delay
-from duetime.store import Store
 from duetime.store.isolation import reason
+from duetime.store.protocols import DispatchStore
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -57,7 +57,7 @@ class Dispatcher(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: DispatchStore,
         deliverers: Mapping[TargetType, Deliverer],
         clock: Clock,
         *,
@@ -101,7 +101,7 @@ class Dispatcher(Service):
     @classmethod
     def from_settings(
         cls,
-        store: Store,
+        store: DispatchStore,
         deliverers: Mapping[TargetType, Deliverer],
         clock: Clock,
         settings: Settings,

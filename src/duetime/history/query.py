@@ -16,7 +16,7 @@ from duetime.history.events import HistoryEvent, HistoryFilter, check_history_fi
 from duetime.types import Attempt
 
 if TYPE_CHECKING:
-    from duetime.store.protocols import Store
+    from duetime.store.protocols import HistoryStore
 
 
 class ColdTier(Protocol):
@@ -46,7 +46,7 @@ def merge_newest_first(limit: int, *tiers: list[HistoryEvent]) -> list[HistoryEv
 
 
 async def history_page(
-    store: Store, cold: ColdTier | None, query: HistoryFilter
+    store: HistoryStore, cold: ColdTier | None, query: HistoryFilter
 ) -> list[HistoryEvent]:
     """One page of the tenant's history over both tiers (``query.limit`` records at most)."""
     check_history_filter(query)
@@ -57,7 +57,7 @@ async def history_page(
 
 
 async def history_attempts(
-    store: Store, tenant_id: str, task_id: str, cold: ColdTier | None = None
+    store: HistoryStore, tenant_id: str, task_id: str, cold: ColdTier | None = None
 ) -> list[Attempt]:
     """The attempts of a task that left the hot store: its hot history records, else the
     archive's. ``NotFound`` when neither knows the task (or it is another tenant's)."""

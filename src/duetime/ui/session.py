@@ -23,7 +23,7 @@ from starlette.responses import Response
 from duetime.api.deps import Services, bearer_token, read_body, services
 from duetime.api.schedule_ops import DEV_ACTOR
 from duetime.auth import hash_api_key
-from duetime.store.protocols import Store
+from duetime.store.protocols import ApiStore
 
 KEY_COOKIE = "duetime_ui_key"
 """The cookie holding the API key the user logged in with."""
@@ -41,7 +41,7 @@ class UiCall:
     """An authenticated dashboard request: the tenant, the store and the app's services."""
 
     tenant_id: str
-    store: Store
+    store: ApiStore
     services: Services
     api_key: str | None
     """The key the user logged in with (None in dev mode)."""
