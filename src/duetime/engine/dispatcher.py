@@ -91,7 +91,8 @@ class Dispatcher(Service):
         self._holds: list[tuple[str, float]] = []
         """(lease id, delay) of tasks held by an open circuit, to hand back in one call."""
         self._holding: asyncio.Task[None] | None = None
-        self._writes: set[asyncio.Task[None]] = set()
+        self._circuit_writes: list[TargetCircuit] = []
+        self._circuit_writer: asyncio.Task[None] | None = None
         self._jobs: dict[str, asyncio.Task[None]] = {}
         """In-flight deliveries by task id."""
         self._cancelled: set[str] = set()
@@ -240,27 +241,30 @@ class Dispatcher(Service):
                 log.warning("could not hand back %d held task(s): %s", len(batch), exc)
 
     def _circuit_changed(self, circuit: Circuit) -> None:
-        """Write a circuit's new state to the store, in the background (never blocks)."""
+        """Write a circuit's new state to the store, in the background and in order (never
+        blocks delivery)."""
         metrics.child(metrics.CIRCUIT_CHANGES, circuit.state.value).inc()
-        record = TargetCircuit(
-            tenant_id=circuit.tenant_id,
-            origin=circuit.origin,
-            state=circuit.state.value,
-            failures=circuit.failures,
-            cooldown_seconds=circuit.cooldown,
-            open_until=circuit.open_until,
-            changed_at=self._clock.now(),
+        self._circuit_writes.append(
+            TargetCircuit(
+                tenant_id=circuit.tenant_id,
+                origin=circuit.origin,
+                state=circuit.state.value,
+                failures=circuit.failures,
+                cooldown_seconds=circuit.cooldown,
+                open_until=circuit.open_until,
+                changed_at=self._clock.now(),
+            )
         )
+        if self._circuit_writer is None or self._circuit_writer.done():
+            self._circuit_writer = asyncio.create_task(self._write_circuits())
 
-        async def write() -> None:
+    async def _write_circuits(self) -> None:
+        while self._circuit_writes:
+            record = self._circuit_writes.pop(0)
             try:
                 await self._store.circuit_put(record)
-            except Exception as exc:
-                log.warning("could not record circuit %s: %s", circuit.origin, exc)
-
-        job = asyncio.create_task(write())
-        self._writes.add(job)
-        job.add_done_callback(self._writes.discard)
+            except Exception as exc:  # the next change, or another process, writes it again
+                log.warning("could not record circuit %s: %s", record.origin, exc)
 
     async def _deliver(self, lease: Lease) -> None:
         task = lease.task
@@ -362,7 +366,7 @@ class Dispatcher(Service):
             _done, pending = await asyncio.wait(set(self._inflight), timeout=grace)
             for job in pending:
                 job.cancel()
-        background = {j for j in (self._holding, *self._writes) if j is not None}
+        background = {j for j in (self._holding, self._circuit_writer) if j is not None}
         if background:
             await asyncio.wait(background, timeout=grace)
         await self._completer.close(grace)
