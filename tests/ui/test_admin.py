@@ -93,7 +93,7 @@ async def test_admin_login_lists_tenants_and_views_the_picked_one(
     acme_row = re.search(r"<td><b>acme</b>.*?</tr>", tenants, re.S)
     assert acme_row is not None
     row = acme_row.group(0)
-    assert acme.id in row
+    assert acme.id in row and "<time datetime=" in row  # its id, when it was created
     assert '2 <span class="muted">/ 10</span>' in row  # pending tasks against the quota
     assert 'class="num full"' in row  # 1 schedule of 1 allowed: at its quota
     assert '<td class="num">3</td>' in row  # weight

@@ -14,10 +14,18 @@ from duetime.types import TargetCircuit
 
 
 async def _circuit(
-    store: Store, tenant: Tenant, origin: str, state: str, failures: int, cooldown: float
+    store: Store,
+    tenant: Tenant,
+    origin: str,
+    state: str,
+    failures: int,
+    cooldown: float,
+    *,
+    ago: float = 0.0,
 ) -> None:
+    """Record a circuit's change, its cool-down started ``ago`` seconds before now."""
     now = await store.now()
-    until = now + timedelta(seconds=cooldown) if state != "closed" else None
+    until = now + timedelta(seconds=cooldown - ago) if state != "closed" else None
     await store.circuit_put(
         TargetCircuit(tenant.id, origin, state, failures, cooldown, until, changed_at=now)
     )
@@ -36,6 +44,7 @@ async def test_targets_show_the_tenants_circuits(
     await _circuit(store, acme, "https://calm.acme.example:443", "closed", 0, 0.0)
     await _circuit(store, acme, "http://flaky.acme.example:8080", "half_open", 5, 10.0)
     await _circuit(store, acme, "https://down.acme.example:443", "open", 7, 40.0)
+    await _circuit(store, acme, "https://waiting.acme.example:443", "open", 5, 5.0, ago=6.0)
     await _circuit(store, globex, "https://globex-secret.example:443", "open", 5, 5.0)
 
     html = await page(client, acme, "/ui/targets")
@@ -46,15 +55,17 @@ async def test_targets_show_the_tenants_circuits(
     )
     assert rows == [
         ("open", "https://down.acme.example:443", "open", "7"),
+        ("open", "https://waiting.acme.example:443", "open", "5"),
         ("half_open", "http://flaky.acme.example:8080", "half-open", "5"),
         ("closed", "https://calm.acme.example:443", "closed", "0"),
     ]
     assert "globex-secret" not in html
     counts = re.findall(r'class="count cs-(\w+)"><span class="n">(\d+)</span>', html)
-    assert counts == [("open", "1"), ("half_open", "1"), ("closed", "1")]
-    down = re.search(r'<tr class="circuit-open">.*?</tr>', html, re.S)
-    assert down is not None
-    assert "<td>40 s</td>" in down.group(0) and "in 40 s" in down.group(0)  # open until
+    assert counts == [("open", "2"), ("half_open", "1"), ("closed", "1")]
+    down, waiting = re.findall(r'<tr class="circuit-open">.*?</tr>', html, re.S)
+    assert "<td>40 s</td>" in down and "in 40 s" in down  # cool-down; open until
+    assert "cool-down over" not in down
+    assert "1 s ago" in waiting and "cool-down over: the next delivery probes" in waiting
     calm = re.search(r'<tr class="circuit-closed">.*?</tr>', html, re.S)
     assert calm is not None
     cells = re.findall(r"<td[^>]*>(.*?)</td>", calm.group(0), re.S)
