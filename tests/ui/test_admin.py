@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 from ui_helpers import (
     ADMIN_TOKEN,
     SAME_ORIGIN,
@@ -22,6 +23,8 @@ from ui_helpers import (
     page,
     post_form,
 )
+
+from duetime.ui import views_admin
 
 VIEWS = (
     "/ui",
@@ -135,6 +138,20 @@ async def test_admin_login_lists_tenants_and_views_the_picked_one(
         "/ui/tasks", headers={**ADMIN_BEARER, "Cookie": f"duetime_ui_tenant={acme.id}"}
     )
     assert scripted.status_code == 200 and acme_tasks[0] in scripted.text
+
+
+async def test_tenants_are_paged(
+    client: httpx.AsyncClient, acme: Tenant, globex: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views_admin, "PAGE_SIZE", 1)
+    first = await page(client, Admin(), "/ui/tenants?next=/ui/queues")
+    assert acme.id in first and globex.id not in first
+    next_url = re.search(r'<a class="next" href="([^"]+)"', first)
+    assert next_url is not None
+    second = await page(client, Admin(), next_url.group(1).replace("&amp;", "&"))
+    assert globex.id in second and acme.id not in second
+    assert 'class="next"' not in second and "First page" in second
+    assert 'name="next" value="/ui/queues"' in second  # where a pick leads, kept across pages
 
 
 async def test_picking_an_unknown_or_deleted_tenant(

@@ -7,10 +7,12 @@ import re
 from datetime import timedelta
 
 import httpx
+import pytest
 from ui_helpers import Admin, Tenant, get_json, page
 
 from duetime.store import Store
 from duetime.types import TargetCircuit
+from duetime.ui import views_targets
 
 
 async def _circuit(
@@ -79,3 +81,20 @@ async def test_targets_show_the_tenants_circuits(
     # An admin viewing globex sees globex's circuits, not acme's.
     theirs = await page(client, Admin(globex.id), "/ui/targets")
     assert "https://globex-secret.example:443" in theirs and "acme.example" not in theirs
+
+
+async def test_targets_are_paged_in_their_order(
+    client: httpx.AsyncClient, store: Store, acme: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views_targets, "PAGE_SIZE", 2)
+    await _circuit(store, acme, "https://a.example:443", "closed", 0, 0.0)
+    await _circuit(store, acme, "https://b.example:443", "open", 5, 5.0)
+    await _circuit(store, acme, "https://c.example:443", "open", 5, 5.0)
+    shown: list[str] = []
+    path: str | None = "/ui/targets"
+    while path is not None:
+        html = await page(client, acme, path)
+        shown += re.findall(r'<td class="mono">([^<]+)</td>', html)
+        found = re.search(r'<a class="next" href="([^"]+)"', html)
+        path = found.group(1).replace("&amp;", "&") if found else None
+    assert shown == ["https://b.example:443", "https://c.example:443", "https://a.example:443"]

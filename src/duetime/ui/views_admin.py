@@ -38,7 +38,7 @@ REFUSED = (
 )
 
 
-def _refuse_tenant_keys(call: UiCall) -> None:
+def _admin_only(call: UiCall) -> None:
     if call.services.auth.dev_mode:
         raise Forbidden(
             "there is no admin in dev mode: every page shows tenant 'default'; start the server "
@@ -70,7 +70,7 @@ async def _row(call: UiCall, tenant: Tenant) -> dict[str, Any]:
 @router.get("/tenants")
 async def tenants_page(request: Request, after: str = "", next: str = "") -> Response:
     async def view(request: Request, call: UiCall) -> Response:
-        _refuse_tenant_keys(call)
+        _admin_only(call)
         tenants = await call.store.tenant_list()  # oldest first
         start = 0
         if after:
@@ -103,7 +103,7 @@ async def select_tenant(request: Request) -> Response:
     except Unauthorized:
         return RedirectResponse(login_redirect(request), 303)
     try:
-        _refuse_tenant_keys(call)
+        _admin_only(call)
     except Forbidden as exc:
         return error_page(request, 403, exc.detail, call=call)
     form = await read_form(request)
