@@ -1,9 +1,10 @@
 """Settings, built once: command-line flags, then ``DUETIME_*`` variables, then defaults.
 
-Every ``DUETIME_*`` variable is read strictly: a value that does not parse (``DUETIME_PORT=http``,
-a boolean other than true/false/1/0/yes/no/on/off, an unknown ``DUETIME_LOG_LEVEL``) and a
-variable duetime does not know (a misspelling: ``DUETIME_ADMIN_TOKN``) are a ``ConfigError``
-naming it, never a silent default.
+:class:`Settings` is a pydantic-settings model: field ``port`` is variable ``DUETIME_PORT``, and
+pydantic parses and checks each value. Every ``DUETIME_*`` variable is read strictly: a value
+that does not parse (``DUETIME_PORT=http``, a boolean other than true/false/1/0/yes/no/on/off,
+an unknown ``DUETIME_LOG_LEVEL``) and a variable duetime does not know (a misspelling:
+``DUETIME_ADMIN_TOKN``) are a ``ConfigError`` naming it, never a silent default.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ import os
 import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import pydantic
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from duetime.errors import ConfigError
+from duetime.loglevels import check_log_level
 
 DEFAULT_DATA_DIR = Path(".duetime")
 MIN_ADMIN_TOKEN_LENGTH = 32
@@ -26,24 +31,25 @@ MIN_ADMIN_TOKEN_LENGTH = 32
 gives 64 characters)."""
 
 
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-
 CLIENT_VARIABLES = frozenset({"DUETIME_URL", "DUETIME_API_KEY"})
 """``DUETIME_*`` variables of the client side (the CLI's API commands, the SDK), not Settings."""
 OTHER_PREFIXES = ("DUETIME_TEST_", "DUETIME_BENCH_", "DUETIME_THROWAWAY_", "DUETIME_FAULT_")
 """Prefixes of variables the test suite, benchmarks and scripts read (not the service)."""
-
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 def _default_node_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Everything a duetime process can be told. Field names map to ``DUETIME_<NAME>``."""
+class Settings(BaseSettings):
+    """Everything a duetime process can be told. Field names map to ``DUETIME_<NAME>``.
+
+    Built in code (``Settings(port=0)``) it reads nothing else; :func:`load_settings` adds the
+    environment. Booleans take true/false, 1/0, yes/no, on/off; a bad value is refused."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DUETIME_", frozen=True, extra="forbid", env_ignore_empty=True
+    )
 
     db: str = ""
     host: str = "127.0.0.1"
@@ -57,7 +63,7 @@ class Settings:
     secret_key: str | None = None
     allow_private_targets: bool = False
     max_payload_bytes: int = 256 * 1024
-    node_id: str = field(default_factory=_default_node_id)
+    node_id: str = Field(default_factory=_default_node_id)
     engine: bool = True
     # Dispatcher: how many deliveries run at once on this node (shared by its dispatcher
     # processes), and claim batch size.
@@ -185,13 +191,6 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def check_log_level(level: str) -> str:
-    """``level`` if it is a log level name (any case); ``ConfigError`` otherwise."""
-    if level.strip().lower() not in LOG_LEVELS:
-        raise ConfigError(f"DUETIME_LOG_LEVEL={level!r}: use one of {', '.join(LOG_LEVELS)}")
-    return level.strip().lower()
-
-
 def check_sqlite_url(url: str) -> str:
     """``url`` unless it is a ``sqlite:///`` URL that very likely means an absolute path.
 
@@ -213,30 +212,29 @@ def check_sqlite_url(url: str) -> str:
     return url
 
 
-def _coerce(kind: Any, raw: str) -> Any:
-    text = str(kind)
-    if "bool" in text:
-        value = raw.strip().lower()
-        if value in _TRUE:
-            return True
-        if value in _FALSE:
-            return False
-        raise ValueError("not a boolean: use true or false (also 1/0, yes/no, on/off)")
-    if "int" in text and "None" not in text:
-        return int(raw)
-    if "float" in text:
-        return float(raw)
-    if "Path" in text:
-        return Path(raw)
-    return raw
+class _FromEnvironment(Settings):
+    """:class:`Settings` that also reads ``DUETIME_*`` variables (flags, given as init values,
+    win over them)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: Any,
+        env_settings: Any,
+        dotenv_settings: Any,
+        file_secret_settings: Any,
+    ) -> tuple[Any, ...]:
+        return (init_settings, env_settings)
 
 
 def load_settings(
     flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
-    """Flags (non-None values) win over ``DUETIME_*`` variables, which win over defaults."""
+    """Flags (non-None values) win over ``DUETIME_*`` variables, which win over defaults.
+    ``environ`` replaces ``os.environ`` (tests)."""
     env = os.environ if environ is None else environ
-    known = {f"DUETIME_{f.name.upper()}" for f in fields(Settings)} | CLIENT_VARIABLES
+    known = {f"DUETIME_{name.upper()}" for name in Settings.model_fields} | CLIENT_VARIABLES
     for name in env:
         if (
             name.startswith("DUETIME_")
@@ -246,18 +244,28 @@ def load_settings(
             close = difflib.get_close_matches(name, sorted(known), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(f"unknown setting {name}{hint}; unset it or fix its name")
-    values: dict[str, Any] = {}
-    for f in fields(Settings):
-        raw = env.get(f"DUETIME_{f.name.upper()}")
-        if raw is not None and raw != "":
-            try:
-                values[f.name] = _coerce(f.type, raw)
-            except ValueError as exc:
-                raise ConfigError(f"DUETIME_{f.name.upper()}={raw!r}: {exc}") from exc
-    for key, value in (flags or {}).items():
-        if value is not None:
-            values[key] = value
-    settings = replace(Settings(), **values)
+    values = {key: value for key, value in (flags or {}).items() if value is not None}
+    try:
+        if environ is None:
+            settings: Settings = _FromEnvironment(**values)
+        else:  # the same parsing, from the given mapping
+            given = {
+                name: env[f"DUETIME_{name.upper()}"]
+                for name in Settings.model_fields
+                if env.get(f"DUETIME_{name.upper()}")
+            }
+            settings = Settings(**{**given, **values})
+    except pydantic.ValidationError as exc:
+        raise ConfigError(_explain(exc, env)) from None
     check_log_level(settings.log_level)
     check_sqlite_url(settings.db)
     return settings
+
+
+def _explain(exc: pydantic.ValidationError, env: Mapping[str, str]) -> str:
+    """The first error as ``DUETIME_PORT='http': <why>``."""
+    error = exc.errors(include_url=False)[0]
+    name = str(error["loc"][0]) if error["loc"] else ""
+    variable = f"DUETIME_{name.upper()}"
+    raw = env.get(variable, error.get("input"))
+    return f"{variable}={raw!r}: {error['msg']}"

@@ -19,7 +19,16 @@ from duetime.bench.harness import NodeOptions, running, start_node
 pytestmark = pytest.mark.acceptance
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_ONLY = ("fastapi", "asyncpg", "uvicorn", "aiohttp", "starlette", "jinja2", "cronsim")
+SERVER_ONLY = (
+    "fastapi",
+    "asyncpg",
+    "uvicorn",
+    "aiohttp",
+    "starlette",
+    "jinja2",
+    "cronsim",
+    "pydantic_settings",
+)
 
 
 def _run(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 120) -> str:

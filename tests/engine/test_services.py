@@ -1,4 +1,6 @@
-"""Engine services one round at a time, on both stores, with a pinned clock and a fake deliverer."""
+"""Engine services one round at a time, on both stores, with a pinned clock and a fake deliverer:
+what deliveries, retries and lease expiry do to tasks. The services' own logic, with no database,
+is tested in ``tests/unit`` (test_promoter, test_dispatcher, test_leader)."""
 
 from __future__ import annotations
 
@@ -72,47 +74,6 @@ async def run_dispatch(d: Dispatcher) -> int:
     claimed = await d.run_once()
     await d.drain(grace=5)
     return claimed
-
-
-async def test_promoter_moves_only_due_tasks(store: Store, clock: FakeClock) -> None:
-    tenant = await make_tenant(store)
-    soon = await create(store, tenant, run_at=clock.now() + timedelta(seconds=5))
-    later = await create(store, tenant, run_at=clock.now() + timedelta(seconds=60))
-    promoter = Promoter(store, await leader_for(store, clock), clock, batch=1, poll_interval=1)
-    assert await promoter.run_once() == 0
-    clock.advance(5)
-    assert await promoter.run_once() == 1
-    assert await status_of(store, tenant, soon) == TaskStatus.READY
-    assert await status_of(store, tenant, later) == TaskStatus.SCHEDULED
-
-
-async def test_promoter_works_through_every_batch(store: Store, clock: FakeClock) -> None:
-    tenant = await make_tenant(store)
-    for _ in range(5):
-        await create(store, tenant, run_at=clock.now() + timedelta(seconds=1))
-    promoter = Promoter(store, await leader_for(store, clock), clock, batch=2, poll_interval=1)
-    clock.advance(1)
-    assert await promoter.run_once() == 5
-
-
-async def test_only_the_leader_promotes(store: Store, clock: FakeClock) -> None:
-    tenant = await make_tenant(store)
-    await create(store, tenant, run_at=clock.now() + timedelta(seconds=1))
-    await leader_for(store, clock, "node-a")
-    follower = Leader(store, "node-b", ttl_seconds=10, clock=clock)
-    assert await follower.run_once() == 0
-    clock.advance(1)
-    assert await Promoter(store, follower, clock, batch=10, poll_interval=1).run_once() == 0
-
-
-async def test_leadership_passes_on_after_ttl(store: Store, clock: FakeClock) -> None:
-    a = await leader_for(store, clock, "node-a")
-    b = Leader(store, "node-b", ttl_seconds=10, clock=clock)
-    assert await b.run_once() == 0
-    clock.advance(11)
-    assert await b.run_once() == 1
-    assert await a.run_once() == 0
-    assert not a.is_leader and b.is_leader
 
 
 async def test_dispatch_success_records_attempt(store: Store, clock: FakeClock) -> None:
@@ -195,13 +156,6 @@ async def test_deliverer_that_raises_counts_as_retryable_failure(
     assert task.last_error is not None and "bug" in task.last_error
 
 
-async def test_dispatcher_leaves_worker_tasks_alone(store: Store, clock: FakeClock) -> None:
-    tenant = await make_tenant(store)
-    task_id = await create(store, tenant, target={"type": "worker"})
-    assert await run_dispatch(dispatcher(store, clock, FakeDeliverer())) == 0
-    assert await status_of(store, tenant, task_id) == TaskStatus.READY
-
-
 async def test_reaper_expires_a_dead_holders_lease(store: Store, clock: FakeClock) -> None:
     tenant = await make_tenant(store)
     task_id = await create(store, tenant, timeout_seconds=5, retry=RetryPolicy(jitter=0))
@@ -274,79 +228,3 @@ async def test_engine_delivers_due_tasks_in_real_time(store_url: str) -> None:
         assert fake.closed
     finally:
         await real.close()
-
-
-async def test_saturated_dispatcher_claims_a_batch_not_single_tasks(
-    store: Store, clock: FakeClock
-) -> None:
-    """With every slot busy, the dispatcher waits for a quarter of its slots before claiming
-    again, so a busy node pays one store round trip per batch, not per freed slot."""
-    tenant = await make_tenant(store)
-    for _ in range(12):
-        await create(store, tenant)
-    gates: list[asyncio.Event] = []
-    started = asyncio.Semaphore(0)
-
-    async def held(_: Delivery) -> Outcome:
-        gate = asyncio.Event()
-        gates.append(gate)
-        started.release()
-        await gate.wait()
-        return Outcome(AttemptOutcome.SUCCEEDED, retryable=False, http_status=200)
-
-    d = Dispatcher(
-        store,
-        {TargetType.HTTP: FakeDeliverer(held)},
-        clock,
-        node_id="node-a",
-        concurrency=8,
-        batch=8,
-        poll_interval=0.01,
-        lease_grace=5,
-    )
-    await d.start()
-    assert await d.run_once() == 8
-    for _ in range(8):
-        await started.acquire()
-    waiting = asyncio.create_task(d.wait(8))
-    gates[0].set()
-    await asyncio.sleep(0.05)
-    assert not waiting.done(), "one free slot of eight is not worth a claim"
-    gates[1].set()
-    await asyncio.wait_for(waiting, 1)
-    assert await d.run_once() == 2
-    for _ in range(2):
-        await started.acquire()
-    for gate in gates:
-        gate.set()
-    await d.drain(grace=5)
-
-
-async def test_a_store_outage_in_a_services_wait_backs_off_instead_of_ending_it() -> None:
-    """The promoter's wait reads the store (next due time): an outage there must not end the
-    service's loop — it did once, and the node stopped promoting for good."""
-    from duetime.engine.service import Service
-    from duetime.errors import StoreUnavailable
-
-    class Flaky(Service):
-        name = "flaky"
-
-        def __init__(self) -> None:
-            super().__init__(SystemClock())
-            self.rounds = 0
-            self.waits = 0
-
-        async def run_once(self) -> int:
-            self.rounds += 1
-            if self.rounds >= 3:
-                self.stop()
-            return 0
-
-        async def wait(self, did: int) -> None:
-            self.waits += 1
-            if self.waits == 1:
-                raise StoreUnavailable("the store went away while waiting")
-
-    service = Flaky()
-    await asyncio.wait_for(service.run(), timeout=5)
-    assert service.rounds == service.waits == 3  # every round, the failed wait's included

@@ -6,7 +6,15 @@ from __future__ import annotations
 import httpx
 from ui_helpers import SAME_ORIGIN, Tenant, create, get_json, page
 
-VIEWS = ("/ui", "/ui/queues", "/ui/tasks", "/ui/dead-letters", "/ui/schedules", "/ui/workers")
+VIEWS = (
+    "/ui",
+    "/ui/queues",
+    "/ui/tasks",
+    "/ui/dead-letters",
+    "/ui/schedules",
+    "/ui/workers",
+    "/ui/targets",
+)
 
 
 async def test_views_need_a_key_and_send_the_browser_to_login(

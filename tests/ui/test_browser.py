@@ -1,8 +1,10 @@
 """The dashboard in a real headless Chromium (Debian's, driven by Playwright) against a real
 ``duetime serve`` on SQLite: log in with a tenant key, read the overview, pause a queue, find the
 dead letters a failing receiver made and replay them, read a task's attempts, watch a schedule's
-next runs cross a DST change, pause it with a note, and see the workers. Every view is saved as a
-screenshot under ``$DUETIME_TEST_ARTIFACTS`` (default ``tests/ui/artifacts/``).
+next runs cross a DST change, pause it with a note, see the workers and the failing receiver's
+circuit on the Targets page; then log in with the admin token, pick the tenant on the Tenants page
+and cancel a task as ``admin``. Every view is saved as a screenshot under
+``$DUETIME_TEST_ARTIFACTS`` (default ``tests/ui/artifacts/``).
 
 Chromium comes from Debian (``scripts/test`` installs it); this test never downloads a browser.
 """
@@ -130,6 +132,10 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         "DUETIME_ADMIN_TOKEN": ADMIN_TOKEN,
         "DUETIME_ALLOW_PRIVATE_TARGETS": "true",
         "DUETIME_POLL_INTERVAL_SECONDS": "0.2",
+        # The failing receiver trips its circuit (5 failures in a row) for the Targets page; a
+        # short cool-down keeps its probes, one task each, within the waits below.
+        "DUETIME_CIRCUIT_COOLDOWN_SECONDS": "0.3",
+        "DUETIME_CIRCUIT_MAX_COOLDOWN_SECONDS": "1",
     }
     node = start_node(tmp_path, NodeOptions(db=f"sqlite:///{tmp_path / 'ui.db'}", env=env))
     with running(ok, bad, node):
@@ -242,9 +248,50 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         assert "report-worker-1" in page.content()
         page.screenshot(path=str(shots / "09-workers.png"), full_page=True)
 
+        # Targets: the failing receiver's origin, whose circuit opened (5 failures in a row).
+        bad_origin = bad.url.rstrip("/")
+        wait_until(
+            lambda: any(i["origin"] == bad_origin for i in api.get("/v1/targets").json()["items"]),
+            30,
+            "the failing receiver's circuit to be recorded",
+        )
+        follow(page, page.locator("header nav >> text=Targets"))
+        row = page.locator("table.targets tbody tr", has_text=bad_origin)
+        assert row.locator(".badge").inner_text() in ("open", "half-open", "closed")
+        assert int(row.locator("td.num").nth(1).inner_text()) >= 1  # times opened
+        page.screenshot(path=str(shots / "10-targets.png"), full_page=True)
+
         follow(page, page.locator("button", has_text="Log out"))
         page.goto(f"{node.url}/ui/tasks")
         assert "/ui/login" in page.url
+
+        # The admin token: the Tenants page first, then any tenant's views.
+        other = httpx.post(f"{node.url}/v1/admin/tenants", json={"name": "globex"}, headers=admin)
+        assert other.status_code == 201, other.text
+        quotas = {"max_pending_tasks": 1000, "max_creates_per_second": 50, "max_schedules": 10}
+        patched = httpx.patch(
+            f"{node.url}/v1/admin/tenants/{other.json()['id']}", json=quotas, headers=admin
+        )
+        assert patched.status_code == 200, patched.text
+        page.fill("input[name=api_key]", ADMIN_TOKEN)
+        follow(page, page.locator("button[type=submit]"))
+        assert "/ui/tenants?next=" in page.url
+        assert page.locator("table.tenants tbody tr").count() == 2
+        assert "admin" in page.locator("header .who").inner_text()
+        page.screenshot(path=str(shots / "11-tenants.png"), full_page=True)
+        follow(page, page.locator("tr", has_text="acme").locator("button", has_text="View"))
+        assert "viewing tenant acme" in page.locator(".flash[role=status]").inner_text()
+        assert "acme" in page.locator("header .who").inner_text()
+        # Cancel the far-future task as the admin: the audit trail says so.
+        page.goto(f"{node.url}/ui/tasks?name=renew")
+        follow(page, page.locator("tbody tr a.mono").first)
+        task_id = page.url.rsplit("/", 1)[1]
+        follow(page, page.locator("button", has_text="Cancel"))
+        assert "task cancelled" in page.locator(".flash[role=status]").inner_text()
+        events = api.get("/v1/history", params={"task_id": task_id, "kind": "task"}).json()
+        actors = [e["actor"] for e in events["items"] if e["to_status"] == "cancelled"]
+        assert actors == ["admin"], events
+
         assert not problems, f"browser errors: {problems}"
         context.close()
         api.close()

@@ -31,6 +31,24 @@ class Tenant:
         return {"Cookie": f"duetime_ui_key={self.api_key}"}
 
 
+@dataclass(frozen=True)
+class Admin:
+    """An admin session (logged in with the admin token), viewing ``tenant_id`` when set."""
+
+    tenant_id: str | None = None
+
+    @property
+    def cookie(self) -> dict[str, str]:
+        cookie = f"duetime_ui_key={ADMIN_TOKEN}"
+        if self.tenant_id is not None:
+            cookie += f"; duetime_ui_tenant={self.tenant_id}"
+        return {"Cookie": cookie}
+
+
+Session = Tenant | Admin
+"""Who a dashboard request comes from: a tenant key's session or an admin's."""
+
+
 async def make_tenant(client: httpx.AsyncClient, name: str) -> Tenant:
     resp = await client.post(
         "/v1/admin/tenants", json={"name": name}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -78,7 +96,7 @@ async def get_json(client: httpx.AsyncClient, tenant: Tenant, path: str) -> dict
     return dict(resp.json())
 
 
-async def page(client: httpx.AsyncClient, tenant: Tenant, path: str, status: int = 200) -> str:
+async def page(client: httpx.AsyncClient, tenant: Session, path: str, status: int = 200) -> str:
     """A dashboard page's HTML, fetched with the login cookie."""
     resp = await client.get(path, headers=tenant.cookie)
     assert resp.status_code == status, f"{path}: {resp.status_code} {resp.text[:500]}"
@@ -87,7 +105,7 @@ async def page(client: httpx.AsyncClient, tenant: Tenant, path: str, status: int
 
 
 async def post_form(
-    client: httpx.AsyncClient, tenant: Tenant, path: str, data: dict[str, Any] | None = None
+    client: httpx.AsyncClient, tenant: Session, path: str, data: dict[str, Any] | None = None
 ) -> httpx.Response:
     """A same-origin form post with the login cookie; the action's redirect is not followed."""
     return await client.post(path, data=data or {}, headers={**tenant.cookie, **SAME_ORIGIN})

@@ -70,7 +70,7 @@ from duetime.api.schemas import (
 from duetime.api.ui import router as ui_router
 from duetime.config import Settings
 from duetime.observe.http import HttpMetrics
-from duetime.store.protocols import Store
+from duetime.store.protocols import ApiStore
 from duetime.version import __version__
 
 ROUTERS: Sequence[APIRouter] = (
@@ -132,7 +132,7 @@ Errors are RFC 9457 `application/problem+json`.
 
 def create_app(
     settings: Settings,
-    store: Store,
+    store: ApiStore,
     *,
     validate_target: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] | None = None,
 ) -> FastAPI:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from duetime.api.fields import Rfc3339
 from duetime.api.schemas import Labels, Name, QueueName, StrictModel
 from duetime.errors import Conflict, NotFound, ValidationError
-from duetime.store.protocols import Store
+from duetime.store.protocols import TaskStore
 from duetime.types import TaskFilter, TaskStatus
 
 MAX_BULK_TASKS = 100_000
@@ -110,7 +110,7 @@ def bulk_filter(tenant_id: str, action: Action, body: BulkIn) -> TaskFilter:
 
 
 async def bulk_change(
-    store: Store,
+    store: TaskStore,
     action: Action,
     query: TaskFilter,
     *,

@@ -24,7 +24,7 @@ from duetime.api.problems import PayloadTooLarge
 from duetime.api.schemas import TaskCreate, TaskPatchIn
 from duetime.errors import ValidationError
 from duetime.ids import is_uuid
-from duetime.store.protocols import Store
+from duetime.store.protocols import StoreClock
 from duetime.text import check
 from duetime.types import NewTask, RetryPolicy, TaskFilter, TaskPatch, TaskStatus
 
@@ -68,7 +68,7 @@ class TaskBuilder:
         return raw.decode()
 
     async def new_tasks(
-        self, store: Store, tenant_id: str, bodies: Sequence[TaskCreate], *, batch: bool
+        self, store: StoreClock, tenant_id: str, bodies: Sequence[TaskCreate], *, batch: bool
     ) -> list[NewTask]:
         """One :class:`NewTask` per body; field paths get a ``tasks.N.`` prefix when ``batch``."""
         now: datetime | None = None

@@ -34,7 +34,7 @@ from duetime.auth import hash_api_key
 from duetime.clock import SystemClock
 from duetime.config import Settings
 from duetime.errors import Conflict, Forbidden, Unauthorized
-from duetime.store.protocols import Store
+from duetime.store.protocols import ApiStore, TenantStore
 
 AUTH_CACHE_TTL_SECONDS = 5.0
 AUTH_CACHE_MAX_ENTRIES = 10_000
@@ -88,7 +88,9 @@ class AuthCache:
 class Authenticator:
     """Answers "which tenant is calling?" and "is this the admin?" for one app."""
 
-    def __init__(self, settings: Settings, store: Store, cache: AuthCache | None = None) -> None:
+    def __init__(
+        self, settings: Settings, store: TenantStore, cache: AuthCache | None = None
+    ) -> None:
         self.dev_mode = settings.dev_mode
         self._admin_token = (settings.admin_token or "").encode()
         self.store = store
@@ -145,7 +147,7 @@ class Authenticator:
 class Services:
     """What the routes of one app share; ``app.state.services``."""
 
-    store: Store
+    store: ApiStore
     settings: Settings
     auth: Authenticator
     builder: TaskBuilder
@@ -179,7 +181,7 @@ class Caller:
     """An authenticated tenant's call: who calls, and the services it may use."""
 
     tenant_id: str
-    store: Store
+    store: ApiStore
     builder: TaskBuilder
     quotas: QuotaGate
     actor: str | None = None

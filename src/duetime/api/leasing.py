@@ -40,7 +40,7 @@ from duetime.observe import tracing
 from duetime.observe.endings import attempts_ended, trace_lease
 from duetime.retry import next_retry_delay
 from duetime.store.isolation import complete_isolated, reason
-from duetime.store.protocols import LeaseCompleter, Signal, Store
+from duetime.store.protocols import LeaseCompleter, PullStore, Signal
 from duetime.types import AttemptOutcome, ClaimRequest, Completion, Lease, TargetType, TaskStatus
 
 log = logging.getLogger("duetime.api")
@@ -122,7 +122,7 @@ class _TtlSet:
 class LeaseHub:
     """What the lease routes of one app share (``app.state.lease_hub``, see :func:`hub`)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: PullStore) -> None:
         self.store = store
         # Checked once: isinstance() against a runtime-checkable protocol costs ~10 µs a call.
         self._completer = store if isinstance(store, LeaseCompleter) else None

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from duetime.errors import TooManyRequests
-from duetime.store.protocols import Store
+from duetime.store.protocols import TenantStore
 from duetime.types import TenantQuotas
 
 QUOTA_CACHE_SECONDS = 5.0
@@ -28,7 +28,7 @@ class QuotaGate:
 
     def __init__(
         self,
-        store: Store,
+        store: TenantStore,
         *,
         ttl: float = QUOTA_CACHE_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,

@@ -20,7 +20,6 @@ import orjson
 import typer
 
 from duetime.cli.output import to_json
-from duetime.config import Settings, load_settings
 from duetime.errors import (
     Conflict,
     DuetimeError,
@@ -31,6 +30,7 @@ from duetime.errors import (
 from duetime.sdk.errors import TransportError
 
 if TYPE_CHECKING:
+    from duetime.config import Settings
     from duetime.sdk.client import Client
 
 task_app = typer.Typer(help="One-time tasks, through the HTTP API.", no_args_is_help=True)
@@ -129,8 +129,12 @@ def print_json(data: Any) -> None:
 
 
 def settings_from(**flags: Any) -> Settings:
+    # The server's settings (pydantic-settings): imported here, so the client install, which
+    # has no pydantic-settings, never loads them.
+    load_settings = server_module("duetime.config").load_settings
     with errors_reported():
-        return load_settings(flags)
+        found: Settings = load_settings(flags)
+        return found
 
 
 def open_store_for(settings: Settings) -> Any:

@@ -21,8 +21,8 @@ from typing import Annotated
 import typer
 
 from duetime.cli.common import ApiKeyOption, errors_reported, fail, print_json
-from duetime.config import check_log_level
 from duetime.errors import ConfigError
+from duetime.loglevels import check_log_level
 from duetime.observe.logs import configure_logging
 from duetime.sdk.worker import Worker
 

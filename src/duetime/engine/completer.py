@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 
 from duetime import metrics
 from duetime.errors import StoreUnavailable
-from duetime.store import Store
 from duetime.store.isolation import complete_isolated
+from duetime.store.protocols import CompletionStore
 from duetime.types import Completion, CompletionResult
 
 log = logging.getLogger("duetime.engine")
@@ -31,7 +31,7 @@ class Completer:
 
     def __init__(
         self,
-        store: Store,
+        store: CompletionStore,
         *,
         batch: int = 500,
         linger: float = 0.002,

@@ -10,8 +10,8 @@ from duetime import metrics
 from duetime.clock import Clock
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
-from duetime.store import Store
 from duetime.store.counters import FOLD_BATCH, RECONCILE_MAX_ROWS, CountKey
+from duetime.store.protocols import CounterStore
 
 log = logging.getLogger("duetime.engine")
 
@@ -41,7 +41,7 @@ class CounterKeeper(Service):
     name = "counters"
 
     def __init__(
-        self, store: Store, leader: Leader, clock: Clock, config: CounterKeeperConfig
+        self, store: CounterStore, leader: Leader, clock: Clock, config: CounterKeeperConfig
     ) -> None:
         super().__init__(clock)
         self._store = store

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -18,8 +19,8 @@ from duetime.engine.service import Service
 from duetime.observe import tracing
 from duetime.observe.endings import attempts_ended, tracing_attributes
 from duetime.retry import next_retry_delay
-from duetime.store import Store
 from duetime.store.isolation import reason
+from duetime.store.protocols import DispatchStore
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -41,6 +42,11 @@ class Dispatcher(Service):
     :class:`Completer`. When nothing is ready it sleeps on the store's ``ready_signal``
     (LISTEN/NOTIFY on PostgreSQL), polling every ``poll_interval`` in case a signal was lost.
 
+    A delivery whose task is cancelled meanwhile is stopped: every ``poll_interval`` the
+    dispatcher asks the store which in-flight tasks have a cancel requested, cancels those
+    deliveries (the connection is closed mid-request) and ends their attempts, so the tasks end
+    ``cancelled`` at once instead of when the target answers.
+
     With ``circuits`` (:mod:`duetime.delivery.circuit`), a webhook whose (tenant, origin) circuit
     is open is not delivered: its task is handed back without spending the attempt
     (``task_release``, batched), due when the circuit may let it through. Circuits other
@@ -51,7 +57,7 @@ class Dispatcher(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: DispatchStore,
         deliverers: Mapping[TargetType, Deliverer],
         clock: Clock,
         *,
@@ -85,12 +91,18 @@ class Dispatcher(Service):
         self._holds: list[tuple[str, float]] = []
         """(lease id, delay) of tasks held by an open circuit, to hand back in one call."""
         self._holding: asyncio.Task[None] | None = None
-        self._writes: set[asyncio.Task[None]] = set()
+        self._circuit_writes: list[TargetCircuit] = []
+        self._circuit_writer: asyncio.Task[None] | None = None
+        self._jobs: dict[str, asyncio.Task[None]] = {}
+        """In-flight deliveries by task id."""
+        self._cancelled: set[str] = set()
+        """Task ids whose delivery this dispatcher stopped because of a cancel."""
+        self._watcher: asyncio.Task[None] | None = None
 
     @classmethod
     def from_settings(
         cls,
-        store: Store,
+        store: DispatchStore,
         deliverers: Mapping[TargetType, Deliverer],
         clock: Clock,
         settings: Settings,
@@ -117,6 +129,32 @@ class Dispatcher(Service):
 
     async def start(self) -> None:
         self._completer.start()
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch_cancels())
+
+    async def _watch_cancels(self) -> None:
+        """Stop the deliveries of tasks cancelled while in flight (see the class)."""
+        while not self.stopping:
+            await self._pause(max(self._poll, 0.05))
+            if self._jobs:
+                try:
+                    await self.stop_cancelled()
+                except Exception as exc:  # an outage: the next round asks again
+                    log.debug("could not check in-flight tasks for cancels: %s", exc)
+
+    async def stop_cancelled(self) -> int:
+        """One check: cancel the in-flight deliveries whose task has a cancel requested;
+        returns how many."""
+        ids = list(self._jobs)
+        if not ids:
+            return 0
+        stopping = await self._store.task_cancel_requested(ids)
+        for task_id in stopping:
+            job = self._jobs.get(task_id)
+            if job is not None and not job.done():
+                self._cancelled.add(task_id)
+                job.cancel()
+        return len(stopping)
 
     @property
     def inflight(self) -> int:
@@ -145,7 +183,8 @@ class Dispatcher(Service):
                 metrics.child(metrics.DUE_LAG, task.queue).observe(max(0.0, lag))
             job = asyncio.create_task(self._deliver(lease))
             self._inflight.add(job)
-            job.add_done_callback(self._done)
+            self._jobs[task.id] = job
+            job.add_done_callback(functools.partial(self._done, task.id))
         return len(leases)
 
     async def wait(self, did: int) -> None:
@@ -161,8 +200,10 @@ class Dispatcher(Service):
     def _free(self) -> int:
         return self._concurrency - len(self._inflight)
 
-    def _done(self, job: asyncio.Task[None]) -> None:
+    def _done(self, task_id: str, job: asyncio.Task[None]) -> None:
         self._inflight.discard(job)
+        if self._jobs.get(task_id) is job:
+            del self._jobs[task_id]
         metrics.child(metrics.IN_FLIGHT).inc(-1)
         self._slot_free.set()
 
@@ -200,27 +241,30 @@ class Dispatcher(Service):
                 log.warning("could not hand back %d held task(s): %s", len(batch), exc)
 
     def _circuit_changed(self, circuit: Circuit) -> None:
-        """Write a circuit's new state to the store, in the background (never blocks)."""
+        """Write a circuit's new state to the store, in the background and in order (never
+        blocks delivery)."""
         metrics.child(metrics.CIRCUIT_CHANGES, circuit.state.value).inc()
-        record = TargetCircuit(
-            tenant_id=circuit.tenant_id,
-            origin=circuit.origin,
-            state=circuit.state.value,
-            failures=circuit.failures,
-            cooldown_seconds=circuit.cooldown,
-            open_until=circuit.open_until,
-            changed_at=self._clock.now(),
+        self._circuit_writes.append(
+            TargetCircuit(
+                tenant_id=circuit.tenant_id,
+                origin=circuit.origin,
+                state=circuit.state.value,
+                failures=circuit.failures,
+                cooldown_seconds=circuit.cooldown,
+                open_until=circuit.open_until,
+                changed_at=self._clock.now(),
+            )
         )
+        if self._circuit_writer is None or self._circuit_writer.done():
+            self._circuit_writer = asyncio.create_task(self._write_circuits())
 
-        async def write() -> None:
+    async def _write_circuits(self) -> None:
+        while self._circuit_writes:
+            record = self._circuit_writes.pop(0)
             try:
                 await self._store.circuit_put(record)
-            except Exception as exc:
-                log.warning("could not record circuit %s: %s", circuit.origin, exc)
-
-        job = asyncio.create_task(write())
-        self._writes.add(job)
-        job.add_done_callback(self._writes.discard)
+            except Exception as exc:  # the next change, or another process, writes it again
+                log.warning("could not record circuit %s: %s", record.origin, exc)
 
     async def _deliver(self, lease: Lease) -> None:
         task = lease.task
@@ -242,7 +286,12 @@ class Dispatcher(Service):
             else:
                 outcome = await deliverer.deliver(Delivery(task, lease.attempt, secrets))
         except asyncio.CancelledError:
-            raise
+            if task.id not in self._cancelled:
+                raise  # the node is stopping: the lease expires and the task is retried
+            self._cancelled.discard(task.id)
+            outcome = Outcome(
+                AttemptOutcome.FAILED, retryable=False, error="cancelled during delivery"
+            )
         except Exception as exc:  # a deliverer must not raise; if one does, it is retryable
             log.exception("delivery of task %s raised", task.id)
             outcome = Outcome(AttemptOutcome.FAILED, retryable=True, error=f"internal: {exc!r}")
@@ -311,11 +360,13 @@ class Dispatcher(Service):
         written (a store that stays down), after that are abandoned: their leases expire and the
         reaper retries them, so nothing is lost and a node always stops."""
         self.stop()
+        if self._watcher is not None:
+            self._watcher.cancel()
         if self._inflight:
             _done, pending = await asyncio.wait(set(self._inflight), timeout=grace)
             for job in pending:
                 job.cancel()
-        background = {j for j in (self._holding, *self._writes) if j is not None}
+        background = {j for j in (self._holding, self._circuit_writer) if j is not None}
         if background:
             await asyncio.wait(background, timeout=grace)
         await self._completer.close(grace)

@@ -33,7 +33,7 @@ from duetime.history.partitions import (
     months_due_for_export,
 )
 from duetime.history.retention import RetentionPolicy, default_policy
-from duetime.store import Store
+from duetime.store.protocols import HistoryMaintenanceStore
 
 if TYPE_CHECKING:
     from duetime.history.archive import Archive
@@ -90,7 +90,7 @@ class HistoryMaintenance(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: HistoryMaintenanceStore,
         leader: Leader,
         clock: Clock,
         config: HistoryConfig,

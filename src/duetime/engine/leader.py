@@ -7,7 +7,7 @@ import logging
 from duetime import metrics
 from duetime.clock import Clock
 from duetime.engine.service import Service
-from duetime.store import Store
+from duetime.store.protocols import Leadership
 
 log = logging.getLogger("duetime.engine")
 
@@ -28,7 +28,7 @@ class Leader(Service):
 
     name = "leader"
 
-    def __init__(self, store: Store, node_id: str, ttl_seconds: float, clock: Clock) -> None:
+    def __init__(self, store: Leadership, node_id: str, ttl_seconds: float, clock: Clock) -> None:
         super().__init__(clock)
         self._store = store
         self._node_id = node_id

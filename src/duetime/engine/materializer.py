@@ -30,8 +30,8 @@ from duetime.clock import Clock
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
 from duetime.schedule.plan import PlanLimits, plan_advance
-from duetime.store import Store
 from duetime.store.isolation import bisect, reason
+from duetime.store.protocols import MaterializerStore
 from duetime.types import ScheduleAdvance, ScheduleDue, TickOutcome
 
 log = logging.getLogger("duetime.engine")
@@ -76,7 +76,7 @@ class Materializer(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: MaterializerStore,
         leader: Leader,
         clock: Clock,
         config: MaterializerConfig | None = None,

@@ -32,7 +32,7 @@ from duetime.engine.service import Service
 from duetime.errors import StoreUnavailable
 from duetime.notify import events
 from duetime.observe.endings import add_dead_letter_listener, remove_dead_letter_listener
-from duetime.store import Store
+from duetime.store.protocols import NotifierStore
 from duetime.types import Completion, Lease, NewTask, RetryPolicy
 
 log = logging.getLogger("duetime.notify")
@@ -68,7 +68,7 @@ class Notifier(Service):
     name = "notifier"
 
     def __init__(
-        self, store: Store, clock: Clock, *, window: float = 60.0, interval: float = 1.0
+        self, store: NotifierStore, clock: Clock, *, window: float = 60.0, interval: float = 1.0
     ) -> None:
         super().__init__(clock)
         self._store = store

@@ -19,8 +19,8 @@ from duetime.engine.leader import Leader
 from duetime.engine.service import Service
 from duetime.errors import StoreUnavailable
 from duetime.observe import tracing
-from duetime.store import Store
 from duetime.store.isolation import bisect, reason
+from duetime.store.protocols import PromoterStore
 
 log = logging.getLogger("duetime.engine")
 
@@ -39,7 +39,13 @@ class Promoter(Service):
     name = "promoter"
 
     def __init__(
-        self, store: Store, leader: Leader, clock: Clock, *, batch: int, poll_interval: float
+        self,
+        store: PromoterStore,
+        leader: Leader,
+        clock: Clock,
+        *,
+        batch: int,
+        poll_interval: float,
     ) -> None:
         super().__init__(clock)
         self._store = store

@@ -11,8 +11,8 @@ from duetime.engine.leader import Leader
 from duetime.engine.service import Service
 from duetime.observe.endings import attempts_ended
 from duetime.retry import next_retry_delay
-from duetime.store import Store
 from duetime.store.isolation import complete_isolated, reason
+from duetime.store.protocols import ReaperStore
 from duetime.types import AttemptOutcome, Completion, Lease
 
 log = logging.getLogger("duetime.engine")
@@ -33,7 +33,7 @@ class Reaper(Service):
     name = "reaper"
 
     def __init__(
-        self, store: Store, leader: Leader, clock: Clock, *, batch: int, interval: float
+        self, store: ReaperStore, leader: Leader, clock: Clock, *, batch: int, interval: float
     ) -> None:
         super().__init__(clock)
         self._store = store

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 
 from duetime.clock import Clock
-from duetime.store import Store
+from duetime.store.protocols import SecretStore
 
 
 class SecretCache:
-    def __init__(self, store: Store, clock: Clock, ttl: float = 5.0) -> None:
+    def __init__(self, store: SecretStore, clock: Clock, ttl: float = 5.0) -> None:
         self._store = store
         self._clock = clock
         self._ttl = ttl

@@ -27,7 +27,6 @@ import os
 import signal
 import sys
 import time
-from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -51,10 +50,11 @@ def for_process(settings: Settings, index: int) -> Settings:
         base, extra = divmod(total, count)
         return base + (1 if index < extra else 0)
 
-    return replace(
-        settings,
-        dispatch_concurrency=share(settings.dispatch_concurrency),
-        max_connections_per_origin=share(settings.max_connections_per_origin),
+    return settings.model_copy(
+        update={
+            "dispatch_concurrency": share(settings.dispatch_concurrency),
+            "max_connections_per_origin": share(settings.max_connections_per_origin),
+        }
     )
 
 

@@ -10,17 +10,17 @@ changes add ``event``, ``node`` and ``leadership``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from duetime.config import Settings
+if TYPE_CHECKING:
+    from duetime.config import Settings
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -82,15 +82,15 @@ def settings_in_force(settings: Settings) -> dict[str, Any]:
     """The settings as a JSON-able dict with no secret in it: tokens (and any field named like
     a secret) show only whether they are set, and URLs lose their passwords."""
     out: dict[str, Any] = {}
-    for f in dataclasses.fields(settings):
-        value = getattr(settings, f.name)
-        if _SECRET_FIELDS.search(f.name):
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if _SECRET_FIELDS.search(name):
             value = None if value in (None, "") else REDACTED
         elif isinstance(value, str):
             value = redact_url(value)
         elif isinstance(value, Path):
             value = str(value)
-        out[f.name] = value
+        out[name] = value
     out["db_url"] = redact_url(settings.db_url)
     out["dev_mode"] = settings.dev_mode
     return out

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from duetime.errors import StoreUnavailable
-from duetime.store.protocols import Store
+from duetime.store.protocols import CompletionStore
 from duetime.types import AttemptOutcome, Completion, CompletionResult
 
 log = logging.getLogger("duetime.engine")
@@ -79,7 +79,7 @@ async def bisect(
 
 
 async def complete_isolated(
-    store: Store,
+    store: CompletionStore,
     completions: Sequence[Completion],
     *,
     on_skipped: Callable[[Completion], None] | None = None,

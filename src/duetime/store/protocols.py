@@ -1,6 +1,15 @@
 """What a store must do. Both backends implement :class:`Store`; ``duetime.testing.conformance``
 is the one suite that checks every contract below against each of them.
 
+Roles: :class:`Store` is the union of small protocols, one per role (tenants, target circuits,
+tasks, counters, promotion, claims, completions, leases, queues, leadership, schedules,
+occurrences, notifications, retention, history, the history archive, the store's life and clock).
+Each service depends on the role it uses — the leader on :class:`Leadership`, the promoter on
+:class:`PromoterStore` — so a unit test can hand it a small fake (:mod:`duetime.testing.fakes`) or
+an in-memory SQLite store, and a reader sees what a service can touch. Where a service needs more
+than one role, an intersection protocol below names what it uses; :class:`ApiStore` is the HTTP
+API's (and dashboard's) view.
+
 Method names are noun-first so related calls sort together. Every state change is one conditional
 write on the current state (and lease, for running tasks): a call that lost a race changes nothing
 and says so (``Conflict``, ``StaleLease``, or ``accepted=False``).
@@ -12,6 +21,11 @@ Time: every "is it due?" and "has the lease expired?" decision uses the store's 
 Errors: ``StoreUnavailable`` whenever the backend cannot be reached; ``NotFound`` for a missing
 resource or one of another tenant; ``Conflict`` for a state that forbids the change;
 ``ValidationError`` for input that only the store can judge (an unknown ``depends_on`` id).
+
+Audit (SPEC §8; docs/history.md): audit records are written by the store in the transaction of
+every change of a task's status (and of run_at, priority, labels, payload, cancel_requested), every
+attempt and every schedule revision, attributed to :data:`duetime.history.actor.current_actor` when
+set, else the lease holder (``worker:<id>``), the schedule, ``api`` (creates) or ``node``.
 """
 
 from __future__ import annotations
@@ -98,18 +112,18 @@ class LeaseCompleter(Protocol):
         :meth:`Store.task_complete_many`), which tells stale from the rest."""
 
 
-class Store(Protocol):
-    """The durable state of duetime."""
+# -- life of the store -----------------------------------------------------------------------------
 
-    @property
-    def ready_signal(self) -> Signal:
-        """Fired when tasks become ``ready`` (create, promote, retry, unblock), on every node."""
 
-    @property
-    def due_signal(self) -> Signal:
-        """Fired when a task gets a ``due_at`` earlier than the promoter may be sleeping until."""
+class StoreClock(Protocol):
+    """The store's clock: what every "is it due?" decision is measured against."""
 
-    # -- life of the store -------------------------------------------------------------------
+    async def now(self) -> datetime:
+        """The store's clock (or the pinned test time)."""
+
+
+class Lifecycle(StoreClock, Protocol):
+    """Life of the store: connect, migrate, check, close (the node, the CLI, ``/readyz``)."""
 
     async def open(self) -> None:
         """Connect. Does not migrate (see :meth:`migrate`). Raises ``StoreUnavailable``."""
@@ -127,10 +141,12 @@ class Store(Protocol):
     async def ping(self) -> None:
         """Round-trip to the backend; raises ``StoreUnavailable`` when it cannot."""
 
-    async def now(self) -> datetime:
-        """The store's clock (or the pinned test time)."""
 
-    # -- tenancy -----------------------------------------------------------------------------
+# -- tenancy ---------------------------------------------------------------------------------------
+
+
+class TenantStore(Protocol):
+    """Tenants, their API keys and quotas (auth, admin calls, quota checks)."""
 
     async def tenant_create(self, name: str, *, tenant_id: str | None = None) -> Tenant:
         """Create a tenant (and its first signing secret). ``Conflict`` if the id exists."""
@@ -146,15 +162,6 @@ class Store(Protocol):
 
     async def api_key_delete(self, key_id: str) -> bool:
         """Delete a key; False when it did not exist."""
-
-    async def signing_secret_list(self, tenant_id: str) -> list[SigningSecret]:
-        """The tenant's secrets that have not expired by the store's now, oldest first."""
-
-    async def signing_secret_rotate(
-        self, tenant_id: str, secret: str, overlap_seconds: float
-    ) -> list[SigningSecret]:
-        """Add ``secret`` and make every older live secret expire ``overlap_seconds`` from now
-        (an earlier expiry is kept). Returns the live secrets afterwards."""
 
     async def tenant_list(self) -> list[Tenant]:
         """Every tenant, oldest first."""
@@ -177,7 +184,25 @@ class Store(Protocol):
         and leaves it in debt). None when they may go ahead — always without that quota — else
         the seconds to wait. Holds across nodes."""
 
-    # -- target circuits ---------------------------------------------------------------------
+
+class SecretStore(Protocol):
+    """A tenant's webhook signing secrets (the dispatcher's secret cache, their rotation)."""
+
+    async def signing_secret_list(self, tenant_id: str) -> list[SigningSecret]:
+        """The tenant's secrets that have not expired by the store's now, oldest first."""
+
+    async def signing_secret_rotate(
+        self, tenant_id: str, secret: str, overlap_seconds: float
+    ) -> list[SigningSecret]:
+        """Add ``secret`` and make every older live secret expire ``overlap_seconds`` from now
+        (an earlier expiry is kept). Returns the live secrets afterwards."""
+
+
+# -- target circuits -----------------------------------------------------------------------------
+
+
+class CircuitStore(Protocol):
+    """Circuit breakers' shared state per (tenant, origin) (the dispatcher, ``GET /v1/targets``)."""
 
     async def circuit_put(self, circuit: TargetCircuit) -> None:
         """Record a circuit's new state (``changed_at`` is the store's now; ``opened`` counts up
@@ -189,7 +214,12 @@ class Store(Protocol):
     async def circuit_active(self, limit: int = 10_000) -> list[TargetCircuit]:
         """Up to ``limit`` circuits, of every tenant, open (or half-open) until after now."""
 
-    # -- tasks: the API's side ---------------------------------------------------------------
+
+# -- tasks: the API's side -------------------------------------------------------------------------
+
+
+class TaskStore(Protocol):
+    """Tasks as the API (and the notifier) make, read and change them."""
 
     async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
         """Create tasks all or nothing, in input order.
@@ -228,6 +258,11 @@ class Store(Protocol):
     async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
         """Every attempt of the task, by number. ``NotFound`` if the task is not the tenant's."""
 
+
+class CounterStore(Protocol):
+    """The maintained task counts (:mod:`duetime.store.counters`): read for metrics, kept by the
+    leader's counter keeper."""
+
     async def task_count_by_status(self) -> list[StatusCount]:
         """Task counts per (tenant, queue, status) above zero, every tenant; for metrics. Read
         from the maintained counters (:mod:`duetime.store.counters`), never by counting tasks."""
@@ -246,7 +281,16 @@ class Store(Protocol):
         than ``max_rows`` tasks is not recounted (``skipped``). None when no key is after
         ``after``."""
 
-    # -- tasks: the engine's side ------------------------------------------------------------
+
+# -- tasks: the engine's side ----------------------------------------------------------------------
+
+
+class PromotionStore(Protocol):
+    """Due ``scheduled``/``retrying`` tasks becoming ``ready`` (the promoter's side)."""
+
+    @property
+    def due_signal(self) -> Signal:
+        """Fired when a task gets a ``due_at`` earlier than the promoter may be sleeping until."""
 
     async def task_promote_due(self, limit: int) -> int:
         """Move up to ``limit`` ``scheduled``/``retrying`` tasks whose ``due_at`` has come to
@@ -265,6 +309,14 @@ class Store(Protocol):
     async def task_next_due_at(self) -> datetime | None:
         """The earliest ``due_at`` among ``scheduled``/``retrying`` tasks, or None."""
 
+
+class ClaimStore(Protocol):
+    """Ready tasks handed out under a lease (the dispatcher; pull workers through the API)."""
+
+    @property
+    def ready_signal(self) -> Signal:
+        """Fired when tasks become ``ready`` (create, promote, retry, unblock), on every node."""
+
     async def task_claim(self, request: ClaimRequest) -> list[Lease]:
         """Claim up to ``request.limit`` ``ready`` tasks — highest priority first, then earliest
         ``due_at`` — never a task another claimer holds (``FOR UPDATE SKIP LOCKED``). Each becomes
@@ -276,6 +328,11 @@ class Store(Protocol):
         never makes a queue's running tasks (its tenant's, of any target type) exceed its
         ``max_concurrency``, also under concurrent claimers. Priority order holds within a queue.
         """
+
+
+class CompletionStore(Protocol):
+    """Leases ended: the attempt recorded (the completer, the reaper, worker acks), or the task
+    handed back without spending it (held deliveries, worker releases)."""
 
     async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
         """End attempts, fenced: only a ``running`` task whose ``lease_id`` matches is changed.
@@ -294,6 +351,26 @@ class Store(Protocol):
         numbers bounded, so content is never why a completion cannot be recorded.
         """
 
+    async def task_cancel_requested(self, task_ids: Sequence[str]) -> set[str]:
+        """The ones of ``task_ids`` that are ``running`` with a cancel requested: their holder
+        (a dispatcher delivering them) should stop and end the attempt."""
+
+    async def task_release(
+        self,
+        lease_ids: Sequence[str],
+        delay_seconds: float | Sequence[float] = 0.0,
+        tenant_id: str | None = None,
+    ) -> dict[str, Released]:
+        """Hand back the tasks running under ``lease_ids`` (of ``tenant_id``, when given) without
+        spending their attempt: each waits again, ``ready`` now or ``scheduled`` until
+        ``delay_seconds`` from now (one delay, or one per lease), its lease gone. Returns lease
+        id → what became of the task; stale leases and tasks whose cancel was requested are
+        left out and unchanged. Fires ``ready_signal``/``due_signal``."""
+
+
+class LeaseStore(CompletionStore, Protocol):
+    """Leases held by running tasks: extended, read, found expired — and ended."""
+
     async def task_heartbeat(
         self, lease_ids: Sequence[str], extend_seconds: float
     ) -> dict[str, datetime]:
@@ -308,24 +385,17 @@ class Store(Protocol):
         completion under it is still accepted). With ``tenant_id``, only that tenant's. Unknown,
         ended and malformed ids are absent."""
 
-    async def task_release(
-        self,
-        lease_ids: Sequence[str],
-        delay_seconds: float | Sequence[float] = 0.0,
-        tenant_id: str | None = None,
-    ) -> dict[str, Released]:
-        """Hand back the tasks running under ``lease_ids`` (of ``tenant_id``, when given) without
-        spending their attempt: each waits again, ``ready`` now or ``scheduled`` until
-        ``delay_seconds`` from now (one delay, or one per lease), its lease gone. Returns lease
-        id → what became of the task; stale leases and tasks whose cancel was requested are
-        left out and unchanged. Fires ``ready_signal``/``due_signal``."""
-
     async def task_expired_leases(self, limit: int) -> list[Lease]:
         """Up to ``limit`` ``running`` tasks whose lease expired by now, oldest expiry first.
         The reaper ends each with a ``lease_expired`` :class:`Completion`. A row that cannot be
         read (a value no release writes) is logged and left out."""
 
-    # -- queues and pull workers ---------------------------------------------------------------
+
+# -- queues and pull workers -----------------------------------------------------------------------
+
+
+class QueueStore(Protocol):
+    """Queue settings, live queue figures and the pull workers seen."""
 
     async def queue_put(self, tenant_id: str, name: str, settings: QueueSettings) -> Queue:
         """Create or replace the settings of the tenant's queue ``name`` (every field, as given);
@@ -352,7 +422,12 @@ class Store(Protocol):
         """The tenant's workers seen within the last ``live_within_seconds``, by worker id, each
         with ``leases`` = how many of the tenant's tasks run under its worker id now."""
 
-    # -- leadership ----------------------------------------------------------------------------
+
+# -- leadership ------------------------------------------------------------------------------------
+
+
+class Leadership(Protocol):
+    """Leadership leases: at most one holder of a name at any store time (the leader)."""
 
     async def leader_attempt_elect(self, name: str, node_id: str, ttl_seconds: float) -> bool:
         """Become or stay the holder of leadership ``name`` for ``ttl_seconds`` from now.
@@ -361,7 +436,12 @@ class Store(Protocol):
     async def leader_resign(self, name: str, node_id: str) -> None:
         """Give up ``name`` if ``node_id`` holds it."""
 
-    # -- recurring schedules (SPEC §3 "Schedules") ---------------------------------------------
+
+# -- recurring schedules (SPEC §3 "Schedules") -----------------------------------------------------
+
+
+class ScheduleStore(Protocol):
+    """Schedules as the API makes, reads and changes them, with their ledgers."""
 
     async def schedule_create(self, new: NewSchedule) -> Schedule:
         """Create a schedule (version 1, not paused) whose cursor ``materialized_until`` is
@@ -418,6 +498,21 @@ class Store(Protocol):
         ``created=False``. Each created task gets a tick row (``outcome``, ``detail``, its id).
         Works on paused schedules. ``NotFound`` (missing, deleted, another tenant's)."""
 
+    async def schedule_tick_list(self, query: TickFilter) -> list[Tick]:
+        """The schedule's tick ledger, newest nominal instant first (then outcome, descending),
+        after ``query.cursor``; only ``query.outcomes`` when given. ``NotFound`` (missing,
+        deleted, another tenant's)."""
+
+    async def schedule_revision_list(
+        self, tenant_id: str, schedule_id: str, *, limit: int = 100, cursor: int | None = None
+    ) -> list[ScheduleRevision]:
+        """The schedule's revisions, newest first (id descending), with ids below ``cursor``.
+        ``NotFound`` (missing, deleted, another tenant's)."""
+
+
+class OccurrenceStore(Protocol):
+    """Schedules with occurrences due, and the plans that make them tasks (the materializer)."""
+
     async def schedule_due(self, now: datetime, horizon: datetime, limit: int) -> list[ScheduleDue]:
         """Up to ``limit`` schedules a materializer round must look at, each with the status of
         its ``last_task_id`` task: those neither paused nor deleted with ``overlap = allow`` and
@@ -441,18 +536,12 @@ class Store(Protocol):
         when ``clear_resume``. ``version`` and ``updated_at`` are not changed. Fires
         ``ready_signal``/``due_signal`` like :meth:`task_create_many`."""
 
-    async def schedule_tick_list(self, query: TickFilter) -> list[Tick]:
-        """The schedule's tick ledger, newest nominal instant first (then outcome, descending),
-        after ``query.cursor``; only ``query.outcomes`` when given. ``NotFound`` (missing,
-        deleted, another tenant's)."""
 
-    async def schedule_revision_list(
-        self, tenant_id: str, schedule_id: str, *, limit: int = 100, cursor: int | None = None
-    ) -> list[ScheduleRevision]:
-        """The schedule's revisions, newest first (id descending), with ids below ``cursor``.
-        ``NotFound`` (missing, deleted, another tenant's)."""
+# -- notifications (SPEC §9) -----------------------------------------------------------------------
 
-    # -- notifications (SPEC §9) ---------------------------------------------------------------
+
+class NotificationStore(Protocol):
+    """A tenant's notification settings."""
 
     async def notification_put(
         self, tenant_id: str, events: Sequence[str], target: Mapping[str, Any]
@@ -465,11 +554,12 @@ class Store(Protocol):
     async def notification_delete(self, tenant_id: str) -> bool:
         """Remove the tenant's notification settings; False when it had none."""
 
-    # -- history, retention and audit (SPEC §8; docs/history.md) -------------------------------
-    # Audit records are written by the store in the transaction of every change of a task's
-    # status (and of run_at, priority, labels, payload, cancel_requested), every attempt and
-    # every schedule revision, attributed to :data:`duetime.history.actor.current_actor` when
-    # set, else the lease holder (``worker:<id>``), the schedule, ``api`` (creates) or ``node``.
+
+# -- history, retention and audit (SPEC §8; docs/history.md) ---------------------------------------
+
+
+class RetentionStore(Protocol):
+    """How long queues keep finished tasks, and retiring the tasks past it."""
 
     async def queue_retention_put(
         self, tenant_id: str, queue: str, policy: RetentionPolicy | None
@@ -493,6 +583,10 @@ class Store(Protocol):
         it inside the deleting transaction, before it commits: if it raises, nothing is deleted.
         Returns how many were deleted."""
 
+
+class HistoryStore(Protocol):
+    """The hot history, as the API reads it."""
+
     async def history_query(self, query: HistoryFilter) -> list[HistoryEvent]:
         """Up to ``query.limit`` of the tenant's hot history records matching every filter,
         newest first by ``(at, id)``, after ``query.cursor``. ``ValidationError`` for a filter
@@ -501,6 +595,10 @@ class Store(Protocol):
     async def history_attempts(self, tenant_id: str, task_id: str) -> list[Attempt]:
         """The task's attempts as its hot history records them, by number — also after the task
         left the hot store. ``NotFound`` when the tenant has no record of the task."""
+
+
+class HistoryArchiveStore(Protocol):
+    """The hot history by month, as archiving moves it out (history maintenance)."""
 
     async def history_partitions_ensure(self, months: Sequence[date]) -> int:
         """Make the time partitions of ``months`` (first days, UTC) and of any month whose
@@ -522,3 +620,61 @@ class Store(Protocol):
     async def history_month_drop(self, month: date) -> bool:
         """Remove ``month`` from the hot tier (PostgreSQL: detach and drop its partition, never a
         mass DELETE; SQLite: delete in bounded batches). False when there was nothing."""
+
+
+# -- what each consumer uses -----------------------------------------------------------------------
+
+
+class PromoterStore(PromotionStore, StoreClock, Protocol):
+    """The promoter's store (:class:`duetime.engine.promoter.Promoter`)."""
+
+
+class DispatchStore(ClaimStore, CompletionStore, SecretStore, CircuitStore, Protocol):
+    """The dispatcher's store: claims, completions and releases, signing secrets, circuits
+    (:class:`duetime.engine.dispatcher.Dispatcher`)."""
+
+
+class ReaperStore(LeaseStore, StoreClock, Protocol):
+    """The reaper's store (:class:`duetime.engine.reaper.Reaper`)."""
+
+
+class MaterializerStore(OccurrenceStore, StoreClock, Protocol):
+    """The materializer's store (:class:`duetime.engine.materializer.Materializer`)."""
+
+
+class HistoryMaintenanceStore(RetentionStore, HistoryArchiveStore, StoreClock, Protocol):
+    """History maintenance's store (:class:`duetime.engine.history.HistoryMaintenance`)."""
+
+
+class NotifierStore(NotificationStore, TaskStore, Protocol):
+    """The notifier's store: settings read, notification tasks made
+    (:class:`duetime.notify.notifier.Notifier`)."""
+
+
+class PullStore(ClaimStore, LeaseStore, QueueStore, Protocol):
+    """The lease API's store: claims, leases, queue settings and workers seen
+    (:class:`duetime.api.leasing.LeaseHub`)."""
+
+
+class ApiStore(
+    Lifecycle,
+    TenantStore,
+    SecretStore,
+    CircuitStore,
+    TaskStore,
+    CounterStore,
+    ClaimStore,
+    LeaseStore,
+    QueueStore,
+    ScheduleStore,
+    NotificationStore,
+    RetentionStore,
+    HistoryStore,
+    Protocol,
+):
+    """What the HTTP API and the dashboard use: every role but those only the engine's leader
+    plays (leadership, promotion, occurrences, the history archive)."""
+
+
+class Store(ApiStore, Leadership, PromotionStore, OccurrenceStore, HistoryArchiveStore, Protocol):
+    """The durable state of duetime: every role."""

@@ -25,7 +25,7 @@ from typing import Any
 from duetime.clock import FakeClock
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.ids import new_id
-from duetime.store.protocols import Signal, Store
+from duetime.store.protocols import Leadership, Signal, Store
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -572,19 +572,36 @@ async def test_create_scheduled_fires_due_signal(store: Store, clock: FakeClock)
 
 async def test_signal_notify_and_wait(store: Store, clock: FakeClock) -> None:
     """Signal: wait returns True when notified since the last wait or during it, else False
-    on timeout; notifications may coalesce."""
+    on timeout; notifications may coalesce; wait_after wakes every waiter and consumes nothing."""
     for signal in (store.ready_signal, store.due_signal):
-        await _drain(signal)
-        signal.notify()
-        signal.notify()
-        assert await signal.wait(5.0)
-        await _drain(signal)
-        waiter = asyncio.ensure_future(signal.wait(5.0))
-        await asyncio.sleep(0.05)
-        signal.notify()
-        assert await waiter
-        await _drain(signal)
-        assert not await signal.wait(0.05)
+        await check_signal(signal)
+
+
+async def check_signal(signal: Signal) -> None:
+    """The :class:`~duetime.store.protocols.Signal` contract on one signal, by ``notify()``
+    alone (also run against :class:`duetime.testing.fakes.FakeSignal`)."""
+    await _drain(signal)
+    signal.notify()
+    signal.notify()
+    assert await signal.wait(5.0)
+    await _drain(signal)
+    waiter = asyncio.ensure_future(signal.wait(5.0))
+    await asyncio.sleep(0.05)
+    signal.notify()
+    assert await waiter
+    await _drain(signal)
+    assert not await signal.wait(0.05)
+    seen = signal.generation
+    assert await signal.wait_after(seen, 0.05) is False
+    waiters = [asyncio.ensure_future(signal.wait_after(seen, 5.0)) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    assert not any(w.done() for w in waiters)
+    signal.notify()
+    assert await asyncio.wait_for(asyncio.gather(*waiters), 5.0) == [True, True, True]
+    assert signal.generation != seen
+    assert await signal.wait_after(seen, 0) is True  # already moved: no waiting
+    assert await signal.wait(0.05) is True  # the flag of ``wait`` was left alone
+    await _drain(signal)
 
 
 # -- get and list ----------------------------------------------------------------------------------
@@ -1539,7 +1556,9 @@ async def test_reaping_an_expired_lease(store: Store, clock: FakeClock) -> None:
 # -- leadership ------------------------------------------------------------------------------------
 
 
-async def test_leadership_one_holder_renew_takeover_resign(store: Store, clock: FakeClock) -> None:
+async def test_leadership_one_holder_renew_takeover_resign(
+    store: Leadership, clock: FakeClock
+) -> None:
     """leader_attempt_elect: one holder at a time; the holder renews; another takes over after
     the ttl; leader_resign frees it (only for the holder)."""
     assert await store.leader_attempt_elect("engine", "n1", 10) is True
@@ -1559,7 +1578,7 @@ async def test_leadership_one_holder_renew_takeover_resign(store: Store, clock: 
     assert await store.leader_attempt_elect("other", "n1", 10) is True  # n2 let it lapse
 
 
-async def test_leadership_contenders_elect_one(store: Store, clock: FakeClock) -> None:
+async def test_leadership_contenders_elect_one(store: Leadership, clock: FakeClock) -> None:
     """leader_attempt_elect: concurrent candidates, exactly one wins."""
     wins = await asyncio.gather(
         *(store.leader_attempt_elect("race", f"n{i}", 10) for i in range(5))

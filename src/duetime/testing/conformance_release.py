@@ -90,3 +90,14 @@ async def test_release_takes_one_delay_per_lease(store: Store, clock: FakeClock)
     released = await store.task_release([lease.lease_id for lease in leases], [0, 5])
     assert [released[lease.lease_id].status for lease in leases] == [S.READY, S.SCHEDULED]
     assert ((await _get(store, tasks[1])).due_at - clock.now()).total_seconds() == 5
+
+
+async def test_cancel_requested_names_running_tasks_only(store: Store) -> None:
+    tenant = await _tenant(store)
+    running = await _create(store, tenant, name="f")
+    waiting = await _create(store, tenant, name="g")
+    await _claim_one(store, running)
+    assert await store.task_cancel_requested([running.id, waiting.id, "nope"]) == set()
+    await store.task_cancel(tenant, running.id)
+    await store.task_cancel(tenant, waiting.id)  # cancelled at once: not running
+    assert await store.task_cancel_requested([running.id, waiting.id]) == {running.id}

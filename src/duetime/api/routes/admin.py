@@ -22,7 +22,7 @@ from duetime.api.schemas import (
 )
 from duetime.auth import hash_api_key, new_api_key
 from duetime.errors import NotFound
-from duetime.store.protocols import Store
+from duetime.store.protocols import TenantStore
 from duetime.types import Tenant, TenantQuotas
 
 router = APIRouter(
@@ -89,7 +89,7 @@ async def delete_key(key_id: str, admin: AdminCall) -> Response:
     return Response(status_code=204)
 
 
-async def _tenant_out(store: Store, tenant: Tenant) -> dict[str, Any]:
+async def _tenant_out(store: TenantStore, tenant: Tenant) -> dict[str, Any]:
     usage = await store.tenant_usage(tenant.id)
     return {
         "id": tenant.id,
@@ -100,7 +100,7 @@ async def _tenant_out(store: Store, tenant: Tenant) -> dict[str, Any]:
     }
 
 
-async def _tenant(store: Store, raw_id: str) -> Tenant:
+async def _tenant(store: TenantStore, raw_id: str) -> Tenant:
     tenant = await store.tenant_get(path_text(raw_id, "tenant_id"))
     if tenant is None:
         raise NotFound(f"no tenant {raw_id!r}")

@@ -1,7 +1,8 @@
 """Turning views into responses: the Jinja2 environment, the page and error responses with
 their security headers, and the two wrappers every route goes through — :func:`serve` for a
 page (auth, then the view; errors become an error page) and :func:`act` for a form post (Origin
-check, auth, the action, then a redirect back with a one-shot message).
+check, auth, the action — attributed to the caller in the audit trail — then a redirect back with
+a one-shot message). An admin session that has not picked a tenant is sent to the Tenants page.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 import orjson
@@ -18,10 +19,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from duetime.api.ui import charts
 from duetime.api.ui.session import (
+    COOKIE_PATH,
     KEY_COOKIE,
+    NoTenantChosen,
     UiCall,
     authenticate,
     clear_key,
+    clear_tenant,
     first,
     local_path,
     login_redirect,
@@ -30,7 +34,15 @@ from duetime.api.ui.session import (
     set_flash,
     take_flash,
 )
-from duetime.errors import Conflict, NotFound, StoreUnavailable, Unauthorized, ValidationError
+from duetime.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    StoreUnavailable,
+    Unauthorized,
+    ValidationError,
+)
+from duetime.history.actor import acting_as
 
 SECURITY_HEADERS: Mapping[str, str] = {
     # Scripts and styles only from this server (no inline code), no framing, forms only to us.
@@ -133,27 +145,47 @@ def error_page(request: Request, status: int, message: str, **context: Any) -> R
     return html(request, "error.html", status, status=status, message=message, **context)
 
 
-def _to_login(request: Request) -> Response:
-    target = login_redirect(request)
-    response: Response
+def _send_to(request: Request, target: str) -> Response:
     if request.headers.get("hx-request"):
-        # An htmx refresh must not swap the login page into a panel: send the whole tab there.
-        response = Response(status_code=200, headers={"HX-Redirect": target})
-    else:
-        response = RedirectResponse(target, 303)
+        # An htmx refresh must not swap a whole page into a panel: send the whole tab there.
+        return Response(status_code=200, headers={"HX-Redirect": target})
+    return RedirectResponse(target, 303)
+
+
+def _to_login(request: Request) -> Response:
+    response = _send_to(request, login_redirect(request))
     if request.cookies.get(KEY_COOKIE):
         clear_key(response)
     return response
 
 
-async def serve(request: Request, view: View) -> Response:
-    """Authenticate, then render ``view``; a missing or bad key goes to the login page."""
+def _to_tenants(request: Request, missing: NoTenantChosen) -> Response:
+    """An admin session without a tenant to view: the Tenants page, then back to the page
+    asked for (the overview after a form post, which did nothing)."""
+    back = COOKIE_PATH
+    if request.method == "GET":
+        back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    response = _send_to(request, f"{COOKIE_PATH}/tenants?next={quote(back, safe='')}")
+    if missing.gone:
+        clear_tenant(response)
+        set_flash(response, request, "the tenant you were viewing no longer exists", error=True)
+    return response
+
+
+async def serve(request: Request, view: View, *, tenant_required: bool = True) -> Response:
+    """Authenticate, then render ``view``; a missing or bad key goes to the login page, an
+    admin who has not picked a tenant to the Tenants page (unless ``tenant_required`` is False:
+    the view gets a call with an empty ``tenant_id`` then)."""
     try:
-        call = await authenticate(request)
+        call = await authenticate(request, tenant_required=tenant_required)
     except Unauthorized:
         return _to_login(request)
+    except NoTenantChosen as missing:
+        return _to_tenants(request, missing)
     try:
         return await view(request, call)
+    except Forbidden as exc:
+        return error_page(request, 403, exc.detail, call=call)
     except NotFound as exc:
         return error_page(request, 404, exc.detail, call=call)
     except ValidationError as exc:
@@ -177,10 +209,13 @@ async def act(request: Request, action: Action, default_back: str) -> Response:
         call = await authenticate(request)
     except Unauthorized:
         return _to_login(request)
+    except NoTenantChosen as missing:
+        return _to_tenants(request, missing)
     form = await read_form(request)
     response = RedirectResponse(local_path(first(form, "back"), default_back), 303)
     try:
-        message = await action(call, form)
+        with acting_as(call.audit_actor()):  # audit: "admin", or the key as the API records it
+            message = await action(call, form)
     except (Conflict, NotFound, ValidationError) as exc:
         set_flash(response, request, exc.detail, error=True)
     except StoreUnavailable:

@@ -1,6 +1,7 @@
 """The ``/ui`` router: login and logout, the packaged static files, and every view's routes
 (:mod:`~duetime.api.ui.views_overview`, :mod:`~duetime.api.ui.views_tasks`,
-:mod:`~duetime.api.ui.views_schedules`). None of it is part of the OpenAPI document."""
+:mod:`~duetime.api.ui.views_schedules`, :mod:`~duetime.api.ui.views_targets`,
+:mod:`~duetime.api.ui.views_admin`). None of it is part of the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from duetime.api.deps import services
-from duetime.api.ui import views_overview, views_schedules, views_tasks
+from duetime.api.ui import views_admin, views_overview, views_schedules, views_targets, views_tasks
 from duetime.api.ui.pages import error_page, html
 from duetime.api.ui.session import (
+    TENANT_COOKIE,
     clear_key,
+    clear_tenant,
     first,
+    is_admin_token,
     local_path,
     read_form,
     same_origin,
@@ -65,7 +69,9 @@ async def login_page(request: Request, next: str = "") -> Response:
 
 @router.post("/ui/login")
 async def login(request: Request) -> Response:
-    """Check the key like the API would and keep it in the session cookie."""
+    """Check the key like the API would (or the admin token, in constant time) and keep it in
+    the session cookie. An admin picks a tenant next (any page sends it to the Tenants page
+    until it has)."""
     if not same_origin(request):
         return error_page(request, 403, "refused: this form was not posted from this dashboard")
     form = await read_form(request)
@@ -74,16 +80,25 @@ async def login(request: Request) -> Response:
     if found.auth.dev_mode:
         return RedirectResponse(target, 303)
     key = first(form, "api_key").strip()
-    try:
-        await found.auth.tenant_id(key)
-    except Unauthorized:
-        return html(request, "login.html", 401, next=target, error="unknown or deleted API key")
-    except StoreUnavailable:
-        return html(
-            request, "login.html", 503, next=target, error="the store cannot be reached; retry"
-        )
+    if not is_admin_token(found, key):
+        try:
+            await found.auth.tenant_id(key)
+        except Unauthorized:
+            return html(
+                request,
+                "login.html",
+                401,
+                next=target,
+                error="unknown or deleted API key (and not the admin token)",
+            )
+        except StoreUnavailable:
+            return html(
+                request, "login.html", 503, next=target, error="the store cannot be reached; retry"
+            )
     response = RedirectResponse(target, 303)
     set_key(response, request, key)
+    if request.cookies.get(TENANT_COOKIE):
+        clear_tenant(response)  # a new session starts without an admin's earlier choice
     return response
 
 
@@ -99,3 +114,5 @@ async def logout(request: Request) -> Response:
 router.include_router(views_overview.router)
 router.include_router(views_tasks.router)
 router.include_router(views_schedules.router)
+router.include_router(views_targets.router)
+router.include_router(views_admin.router)

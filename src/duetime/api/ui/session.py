@@ -1,11 +1,16 @@
 """Who is looking at the dashboard, and whether a form post may be trusted.
 
-Auth is the API's (:class:`~duetime.api.deps.Authenticator`): a tenant's API key, or nothing at
-all in dev mode. A browser cannot send ``Authorization`` headers when it follows a link, so the
-login form takes the key once and keeps it in the :data:`KEY_COOKIE` cookie: ``HttpOnly`` (no
-script reads it), ``SameSite=Strict`` (no other site's page or link makes the browser send it),
-``Path=/ui`` (the JSON API never sees it: it keeps to Bearer headers), and ``Secure`` when the page
-came over HTTPS. An ``Authorization: Bearer`` header works too (scripts, tests).
+Auth is the API's (:class:`~duetime.api.deps.Authenticator`): a tenant's API key, the admin token
+(outside dev mode: every tenant, one at a time), or nothing at all in dev mode. A browser cannot
+send ``Authorization`` headers when it follows a link, so the login form takes the key or token
+once and keeps it in the :data:`KEY_COOKIE` cookie: ``HttpOnly`` (no script reads it),
+``SameSite=Strict`` (no other site's page or link makes the browser send it), ``Path=/ui`` (the
+JSON API never sees it: it keeps to Bearer headers), and ``Secure`` when the page came over HTTPS.
+An ``Authorization: Bearer`` header works too (scripts, tests).
+
+An admin session views one tenant at a time: the one it picked on the Tenants page, kept in the
+:data:`TENANT_COOKIE` cookie (same attributes). Only an admin session reads that cookie; a tenant
+key's session always shows the key's own tenant, whatever the cookie says.
 
 Every POST must also come from a page of this same origin (:func:`same_origin`): ``SameSite``
 already keeps the cookie off cross-site posts, and the Origin check covers dev mode, where there is
@@ -23,10 +28,13 @@ from starlette.responses import Response
 from duetime.api.deps import Services, bearer_token, read_body, services
 from duetime.api.schedule_ops import DEV_ACTOR
 from duetime.auth import hash_api_key
-from duetime.store.protocols import Store
+from duetime.errors import Unauthorized
+from duetime.store.protocols import ApiStore
 
 KEY_COOKIE = "duetime_ui_key"
 """The cookie holding the API key the user logged in with."""
+TENANT_COOKIE = "duetime_ui_tenant"
+"""The cookie holding the tenant an admin session is viewing (read only for admin sessions)."""
 FLASH_COOKIE = "duetime_ui_flash"
 """A one-shot message for the page an action redirects to."""
 COOKIE_PATH = "/ui"
@@ -34,27 +42,54 @@ SESSION_SECONDS = 12 * 3600
 """How long a login lasts."""
 FORM_LIMIT_BYTES = 64 * 1024
 """Largest form body accepted (a dead-letter group's replay posts up to a page of ids)."""
+ADMIN_ACTOR = "admin"
+"""Who an admin session's changes are attributed to (audit trail and schedule revisions)."""
+TENANT_ID_MAX_CHARS = 200
+
+
+class NoTenantChosen(Exception):
+    """An admin session that has not picked a tenant to view (or whose tenant is gone)."""
+
+    def __init__(self, gone: bool) -> None:
+        super().__init__("no tenant chosen")
+        self.gone = gone
 
 
 @dataclass(frozen=True, slots=True)
 class UiCall:
-    """An authenticated dashboard request: the tenant, the store and the app's services."""
+    """An authenticated dashboard request: the tenant, the store and the app's services.
+
+    An admin session's ``tenant_id`` is the tenant it picked; it is empty only on the Tenants
+    page before any was picked (:func:`authenticate` with ``tenant_required=False``)."""
 
     tenant_id: str
-    store: Store
+    store: ApiStore
     services: Services
     api_key: str | None
-    """The key the user logged in with (None in dev mode)."""
+    """The tenant key the user logged in with (None in dev mode and for the admin)."""
     tenant_name: str
+    admin: bool = False
+    """Logged in with the admin token: may view (and act on) any tenant."""
 
     async def actor(self) -> str | None:
-        """Who made a change, for schedule revisions: the key's id, as the API records it."""
+        """Who made a change, for schedule revisions: the key's id, as the API records it;
+        ``admin`` for the admin token."""
         if self.services.auth.dev_mode:
             return DEV_ACTOR
+        if self.admin:
+            return ADMIN_ACTOR
         if not self.api_key:
             return None
         key = await self.store.api_key_get_by_hash(hash_api_key(self.api_key))
         return None if key is None else key.id
+
+    def audit_actor(self) -> str:
+        """Who made a change, for the audit trail (:mod:`duetime.history.actor`): ``admin``,
+        else what the API records for the same caller (``key:<key id>``, ``dev`` in dev
+        mode)."""
+        if self.admin:
+            return ADMIN_ACTOR
+        return self.services.auth.actor(self.api_key)
 
 
 def presented_key(request: Request) -> str | None:
@@ -62,11 +97,41 @@ def presented_key(request: Request) -> str | None:
     return bearer_token(request) or request.cookies.get(KEY_COOKIE) or None
 
 
-async def authenticate(request: Request) -> UiCall:
+def is_admin_token(found: Services, token: str | None) -> bool:
+    """Whether ``token`` is the admin token (compared in constant time); never in dev mode,
+    where there is no admin token and the dashboard acts as tenant ``default``."""
+    if found.auth.dev_mode or not token:
+        return False
+    try:
+        found.auth.check_admin(token)
+    except Unauthorized:
+        return False
+    return True
+
+
+def chosen_tenant(request: Request) -> str | None:
+    """The tenant id in :data:`TENANT_COOKIE`, when it looks like one."""
+    raw = request.cookies.get(TENANT_COOKIE) or ""
+    if not raw or len(raw) > TENANT_ID_MAX_CHARS or not raw.isprintable():
+        return None
+    return raw
+
+
+async def authenticate(request: Request, *, tenant_required: bool = True) -> UiCall:
     """The dashboard caller; ``Unauthorized`` (from the API's authenticator) without a valid
-    key outside dev mode."""
+    key outside dev mode. An admin session views the tenant of :data:`TENANT_COOKIE`;
+    ``NoTenantChosen`` when it has none (or it was deleted), unless ``tenant_required`` is
+    False (the Tenants page)."""
     found = services(request)
     key = presented_key(request)
+    if is_admin_token(found, key):
+        chosen = chosen_tenant(request)
+        picked = await found.store.tenant_get(chosen) if chosen else None
+        if picked is None:
+            if tenant_required:
+                raise NoTenantChosen(gone=bool(request.cookies.get(TENANT_COOKIE)))
+            return UiCall("", found.store, found, None, "", admin=True)
+        return UiCall(picked.id, found.store, found, None, picked.name, admin=True)
     tenant_id = await found.auth.tenant_id(key)
     tenant = await found.store.tenant_get(tenant_id)
     name = tenant.name if tenant is not None else tenant_id
@@ -131,7 +196,26 @@ def set_key(response: Response, request: Request, key: str) -> None:
 
 
 def clear_key(response: Response) -> None:
+    """End the session: the key's cookie and an admin's tenant choice."""
     response.delete_cookie(KEY_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+    clear_tenant(response)
+
+
+def set_tenant(response: Response, request: Request, tenant_id: str) -> None:
+    """Keep the tenant an admin session views (the same attributes as the key's cookie)."""
+    response.set_cookie(
+        TENANT_COOKIE,
+        tenant_id,
+        max_age=SESSION_SECONDS,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+def clear_tenant(response: Response) -> None:
+    response.delete_cookie(TENANT_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
 
 
 def set_flash(response: Response, request: Request, message: str, *, error: bool = False) -> None:

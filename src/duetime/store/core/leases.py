@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from duetime.ids import is_uuid
-from duetime.store.core.plan import Decode, Plan, Row, Wake, one
+from duetime.store.core.plan import Decode, Plan, Row, Wake, all_, one
 from duetime.store.core.runner import Runs
 from duetime.types import TaskStatus
 
@@ -63,7 +63,23 @@ def task_release(
     return done
 
 
+def task_cancel_requested(task_ids: Sequence[str]) -> Plan[set[str]]:
+    """Which of ``task_ids`` are running with a cancel requested (their holder should stop)."""
+    ids = [i for i in dict.fromkeys(task_ids) if is_uuid(i)]
+    if not ids:
+        return set()
+    found: list[str] = yield all_("task_cancel_requested", _task_id, ids=ids)
+    return set(found)
+
+
+def _task_id(r: Row, d: type[Decode]) -> str:
+    return d.ident(r["id"])
+
+
 class LeaseReleaseMethods(Runs):
+    async def task_cancel_requested(self, task_ids: Sequence[str]) -> set[str]:
+        return await self._run(task_cancel_requested(task_ids))
+
     async def task_release(
         self,
         lease_ids: Sequence[str],

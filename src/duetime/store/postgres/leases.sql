@@ -14,3 +14,7 @@ UPDATE tasks SET
 WHERE lease_id = :lease_id::uuid AND status = 'running' AND NOT cancel_requested
   AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
 RETURNING id, queue, status;
+
+-- name: task_cancel_requested
+SELECT id FROM tasks
+WHERE id = ANY(:ids::uuid[]) AND status = 'running' AND cancel_requested;

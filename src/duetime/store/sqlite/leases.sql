@@ -14,3 +14,7 @@ UPDATE tasks SET
 WHERE lease_id = :lease_id AND status = 'running' AND cancel_requested = 0
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 RETURNING id, queue, status;
+
+-- name: task_cancel_requested
+SELECT id FROM tasks
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND cancel_requested = 1;

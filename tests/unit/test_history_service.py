@@ -1,7 +1,12 @@
-"""The history maintenance service on both stores: leader only, bounded batches, a backlog
-comes back soon, config defaults from settings."""
+"""The history maintenance service: leader only, bounded batches, a backlog comes back soon,
+config defaults from settings. On the SQLite store in memory (retention has rules) and a fake
+leadership."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
 
 from duetime.clock import FakeClock
 from duetime.config import Settings
@@ -9,9 +14,16 @@ from duetime.engine.history import HistoryConfig, HistoryMaintenance
 from duetime.engine.leader import Leader
 from duetime.history.retention import RetentionPolicy
 from duetime.store import Store
+from duetime.testing.fakes import FakeLeadership, memory_store
 from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType, TaskFilter
 
 DAY = 86400.0
+
+
+@pytest.fixture
+async def store(clock: FakeClock) -> AsyncIterator[Store]:
+    async with memory_store(clock) as s:
+        yield s
 
 
 async def _finished(store: Store, clock: FakeClock, tenant: str, n: int) -> None:
@@ -22,13 +34,16 @@ async def _finished(store: Store, clock: FakeClock, tenant: str, n: int) -> None
     await store.task_complete_many(
         [
             Completion(
-                task_id=lease.task.id, lease_id=lease.lease_id,
-                outcome=AttemptOutcome.SUCCEEDED, started_at=clock.now(), duration_ms=1.0,
-                error=None, http_status=None, retry_delay_seconds=None, worker="w",
+                task_id=lease.task.id,
+                lease_id=lease.lease_id,
+                outcome=AttemptOutcome.SUCCEEDED,
+                started_at=clock.now(),
+                duration_ms=1.0,
+                worker="w",
             )
             for lease in leases
         ]
-    )  # fmt: skip
+    )
 
 
 def test_config_from_settings_reads_defaults() -> None:
@@ -42,7 +57,7 @@ def test_config_from_settings_reads_defaults() -> None:
 async def test_leader_sweeps_in_bounded_batches(store: Store, clock: FakeClock) -> None:
     tenant = (await store.tenant_create("t")).id
     await _finished(store, clock, tenant, 7)
-    leader = Leader(store, "node-a", ttl_seconds=10, clock=clock)
+    leader = Leader(FakeLeadership(clock), "node-a", ttl_seconds=10, clock=clock)
     config = HistoryConfig(defaults=RetentionPolicy(DAY, DAY, DAY), batch=2, max_batches=2)
     service = HistoryMaintenance(store, leader, clock, config)
 

@@ -1,0 +1,126 @@
+"""Tenants (admin sessions only): every tenant with its usage and quotas, and picking the one
+the other views show. Reads are the admin API's (``tenant_list``, ``tenant_usage``, as
+``GET /v1/admin/tenants``); the pick is kept in the session's tenant cookie
+(:data:`~duetime.api.ui.session.TENANT_COOKIE`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import RedirectResponse, Response
+
+from duetime.api.ui.pages import error_page, html, serve
+from duetime.api.ui.session import (
+    TENANT_ID_MAX_CHARS,
+    UiCall,
+    authenticate,
+    first,
+    local_path,
+    login_redirect,
+    read_form,
+    same_origin,
+    set_flash,
+    set_tenant,
+)
+from duetime.errors import Forbidden, StoreUnavailable, Unauthorized
+from duetime.types import Tenant
+
+router = APIRouter(prefix="/ui")
+
+PAGE_SIZE = 100
+"""Tenants per page (their usage is read for the page only)."""
+
+REFUSED = (
+    "only an admin session can list or switch tenants: this session's key belongs to one tenant"
+)
+
+
+def _admin_only(call: UiCall) -> None:
+    if call.services.auth.dev_mode:
+        raise Forbidden(
+            "there is no admin in dev mode: every page shows tenant 'default'; start the server "
+            "with DUETIME_ADMIN_TOKEN set and log in with it to see every tenant"
+        )
+    if not call.admin:
+        raise Forbidden(REFUSED)
+
+
+def _limit(used: int, limit: int | None) -> dict[str, Any]:
+    """A usage figure against its quota (``full`` when it reached it)."""
+    return {"used": used, "max": limit, "full": limit is not None and used >= limit}
+
+
+async def _row(call: UiCall, tenant: Tenant) -> dict[str, Any]:
+    usage = await call.store.tenant_usage(tenant.id)
+    q = tenant.quotas
+    return {
+        "id": tenant.id,
+        "name": tenant.name,
+        "created_at": tenant.created_at,
+        "pending": _limit(usage.pending_tasks, q.max_pending_tasks),
+        "schedules": _limit(usage.schedules, q.max_schedules),
+        "quotas": q,
+        "current": tenant.id == call.tenant_id,
+    }
+
+
+@router.get("/tenants")
+async def tenants_page(request: Request, after: str = "", next: str = "") -> Response:
+    async def view(request: Request, call: UiCall) -> Response:
+        _admin_only(call)
+        tenants = await call.store.tenant_list()  # oldest first
+        start = 0
+        if after:
+            ids = [t.id for t in tenants]
+            start = ids.index(after) + 1 if after in ids else 0
+        page = tenants[start : start + PAGE_SIZE]
+        rows = await asyncio.gather(*(_row(call, t) for t in page))
+        return html(
+            request,
+            "tenants.html",
+            call=call,
+            now=await call.store.now(),
+            items=rows,
+            total=len(tenants),
+            next=local_path(next, "/ui"),
+            next_after=page[-1].id if start + PAGE_SIZE < len(tenants) else None,
+            paged=bool(after),
+        )
+
+    return await serve(request, view, tenant_required=False)
+
+
+@router.post("/tenants/select")
+async def select_tenant(request: Request) -> Response:
+    """Switch an admin session to another tenant; refused (403) for a tenant key's session."""
+    if not same_origin(request):
+        return error_page(request, 403, "refused: this form was not posted from this dashboard")
+    try:
+        call = await authenticate(request, tenant_required=False)
+    except Unauthorized:
+        return RedirectResponse(login_redirect(request), 303)
+    try:
+        _admin_only(call)
+    except Forbidden as exc:
+        return error_page(request, 403, exc.detail, call=call)
+    form = await read_form(request)
+    target = local_path(first(form, "next"), "/ui")
+    wanted = first(form, "tenant_id").strip()
+    tenant: Tenant | None = None
+    problem = f"no tenant {wanted[:TENANT_ID_MAX_CHARS]!r}"
+    if wanted and len(wanted) <= TENANT_ID_MAX_CHARS and wanted.isprintable():
+        try:
+            tenant = await call.store.tenant_get(wanted)
+        except StoreUnavailable:
+            problem = "the store cannot be reached; retry"
+    if tenant is None:
+        response = RedirectResponse("/ui/tenants", 303)
+        set_flash(response, request, problem, error=True)
+        return response
+    response = RedirectResponse(target, 303)
+    set_tenant(response, request, tenant.id)
+    set_flash(response, request, f"viewing tenant {tenant.name}")
+    return response
