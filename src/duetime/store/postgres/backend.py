@@ -37,13 +37,13 @@ from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.queueing import QueueingMethods
+from duetime.store.core.schedules import ScheduleMethods
 from duetime.store.core.tenancy import TenancyMethods
 from duetime.store.postgres import driver, rows
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.errors import describe_server, is_unavailable
 from duetime.store.postgres.history import PgHistory
 from duetime.store.postgres.queues import QueueOps
-from duetime.store.postgres.schedules import ScheduleOps
 from duetime.store.postgres.signals import DUE_CHANNEL, READY_CHANNEL, Listener, PgSignal
 from duetime.store.postgres.sql import QUERIES as Q
 from duetime.store.sql import migrations
@@ -80,7 +80,7 @@ class PostgresStore(
     TenancyMethods,
     QueueOps,
     QueueingMethods,
-    ScheduleOps,
+    ScheduleMethods,
     NotificationMethods,
     PgHistory,
     HistoryMethods,

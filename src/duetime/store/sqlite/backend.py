@@ -34,6 +34,7 @@ from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.queueing import QueueingMethods
+from duetime.store.core.schedules import ScheduleMethods
 from duetime.store.core.tenancy import TenancyMethods
 from duetime.store.recorded import recordable
 from duetime.store.sql import migrations
@@ -47,7 +48,6 @@ from duetime.store.sqlite import (
 from duetime.store.sqlite.history import SqliteHistory
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
-from duetime.store.sqlite.schedules import ScheduleMethods
 from duetime.store.sqlite.signals import LocalSignal, Wakeups
 from duetime.types import (
     Attempt,

@@ -15,9 +15,11 @@ import orjson
 
 from duetime.store.core.plan import (
     NOW,
+    Batch,
     Call,
     Decode,
     Json,
+    Mode,
     Plan,
     Script,
     Stmt,
@@ -37,6 +39,7 @@ FILES = (
     "lifecycle.sql",
     "notifications.sql",
     "queueing.sql",
+    "schedules.sql",
     "tenancy.sql",
 )
 """The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
@@ -99,9 +102,12 @@ def run(conn: sqlite3.Connection, now: int, plan: Plan[T], wake: Woken | None = 
         if error is not None:
             raise RuntimeError("a store plan went on after a unique violation") from error
         reply = None
-        if isinstance(request, Stmt):
+        if isinstance(request, Stmt | Batch):
             try:
-                reply = _statement(conn, now, request)
+                if isinstance(request, Batch):
+                    reply = _batch(conn, now, request)
+                else:
+                    reply = _statement(conn, now, request)
             except sqlite3.IntegrityError as exc:
                 if "UNIQUE" not in str(exc):
                     raise
@@ -147,6 +153,15 @@ def _statement(conn: sqlite3.Connection, now: int, stmt: Stmt) -> Any:
     if mode == "count":
         return cursor.rowcount
     return None
+
+
+def _batch(conn: sqlite3.Connection, now: int, batch: Batch) -> Any:
+    """SQLite runs a batch's statement once per row."""
+    mode: Mode = "exec" if batch.into is None else "all"
+    found: list[Any] = []
+    for params in batch.rows:
+        found += _statement(conn, now, Stmt(batch.query, params, mode, batch.into)) or ()
+    return None if batch.into is None else found
 
 
 def split_statements(script: str) -> list[str]:
