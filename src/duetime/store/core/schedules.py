@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.ids import new_id
@@ -161,9 +162,9 @@ def _id(r: Row, d: type[Decode]) -> str:
     return d.ident(r["id"])
 
 
-def _task_key(t: Task) -> _Key:
-    assert t.schedule_id is not None and t.scheduled_for is not None
-    return t.schedule_id, t.scheduled_for
+def _made_key(m: Task | _Made) -> _Key:
+    assert m.schedule_id is not None and m.scheduled_for is not None
+    return m.schedule_id, m.scheduled_for
 
 
 class _Unread:
@@ -212,33 +213,53 @@ def _ticks(ticks: Sequence[_TickRow]) -> Plan[None]:
         )
 
 
-def _occurrences(tasks: Sequence[NewTask]) -> Plan[list[TaskCreated]]:
-    """Every occurrence's task, in input order: made now (``created``), or the one it had (also
-    when the batch names an occurrence twice). Asks for the wake-up the new tasks need."""
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """What a materializer round needs of an occurrence's task (cheaper to read than a Task)."""
+
+    schedule_id: str
+    scheduled_for: datetime
+    id: str
+    status: str
+
+
+def _made(r: Row, d: type[Decode]) -> _Made:
+    return _Made(r["schedule_id"], d.time(r["scheduled_for"]), d.ident(r["id"]), r["status"])
+
+
+Made = TypeVar("Made", Task, _Made)
+
+
+def _occurrences(
+    tasks: Sequence[NewTask], into: Callable[[Row, type[Decode]], Made]
+) -> Plan[list[tuple[Made, bool]]]:
+    """Every occurrence's task (read with ``into``), in input order, with True when made now;
+    an occurrence that had its task (or that the batch names twice) gets that one. Asks for the
+    wake-up the new tasks need."""
     keys = [_key(t) for t in tasks]
     fresh: dict[_Key, NewTask] = {}
     for key, t in zip(keys, tasks, strict=True):
         fresh.setdefault(key, t)
-    made: dict[_Key, Task] = {}
+    made: dict[_Key, Made] = {}
     if fresh:
-        inserted: list[Task] = yield batch(
-            "schedule_task_insert", [_task_row(t) for t in fresh.values()], rows.task
+        inserted: list[Made] = yield batch(
+            "schedule_task_insert", [_task_row(t) for t in fresh.values()], into
         )
-        made = {_task_key(t): t for t in inserted}
-    known: dict[_Key, Task] = {}
+        made = {_made_key(m): m for m in inserted}
+    known: dict[_Key, Made] = {}
     missing = [{"schedule_id": s, "scheduled_for": at} for s, at in fresh if (s, at) not in made]
     if missing:
-        found: list[Task] = yield batch("schedule_tasks_at", missing, rows.task)
-        known = {_task_key(t): t for t in found}
+        found: list[Made] = yield batch("schedule_tasks_at", missing, into)
+        known = {_made_key(m): m for m in found}
     if made:
-        yield wake_for(t.status for t in made.values())
-    results: list[TaskCreated] = []
+        yield wake_for(m.status for m in made.values())
+    results: list[tuple[Made, bool]] = []
     for key in keys:
         if key in made:
-            results.append(TaskCreated(task=made.pop(key), created=True))
-            known[key] = results[-1].task
+            known[key] = made.pop(key)
+            results.append((known[key], True))
         else:
-            results.append(TaskCreated(task=known[key], created=False))
+            results.append((known[key], False))
     return results
 
 
@@ -334,12 +355,12 @@ def schedule_occurrences_create(
     detail: str | None,
 ) -> Plan[list[TaskCreated]]:  # fmt: skip
     yield from _get_or_404(tenant_id, schedule_id)
-    made = yield from _occurrences(tasks)
+    made = yield from _occurrences(tasks, rows.task)
     yield from _ticks([
-        (schedule_id, m.task.scheduled_for, outcome, m.task.id, detail)
-        for m in made if m.created and m.task.scheduled_for is not None
+        (schedule_id, t.scheduled_for, outcome, t.id, detail)
+        for t, created in made if created and t.scheduled_for is not None
     ])  # fmt: skip
-    return made
+    return [TaskCreated(task=t, created=created) for t, created in made]
 
 
 def schedule_tick_list(query: TickFilter) -> Plan[list[Tick]]:
@@ -381,8 +402,8 @@ def schedule_advance(advances: Sequence[ScheduleAdvance]) -> Plan[list[bool]]:
     held = set((yield batch("schedule_lock_guarded", guards, _id)))
     todo = [a for a in advances if a.schedule_id in held]
     if todo:
-        made = yield from _occurrences([t for a in todo for t in a.tasks])
-        task_of = {_task_key(m.task): m.task.id for m in made}
+        made = yield from _occurrences([t for a in todo for t in a.tasks], _made)
+        task_of = {(m.schedule_id, m.scheduled_for): m.id for m, _ in made}
         yield from _ticks([
             (a.schedule_id, k.nominal, k.outcome,
              task_of.get((a.schedule_id, k.nominal)) if k.with_task else None, k.detail)

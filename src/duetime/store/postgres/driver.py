@@ -166,6 +166,10 @@ async def _statement(conn: Conn, pinned: datetime | None, stmt: Stmt, timeout: f
     return None
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None), datetime})
+"""Types asyncpg binds as they are (a batch's values skip :func:`encode`: thousands a round)."""
+
+
 async def _batch(conn: Conn, pinned: datetime | None, batch: Batch, timeout: float | None) -> Any:
     """PostgreSQL sends a batch as one statement: each parameter is the array of its values."""
     if not batch.rows:
@@ -173,7 +177,9 @@ async def _batch(conn: Conn, pinned: datetime | None, batch: Batch, timeout: flo
     query = QUERIES[batch.query]
     try:
         args = [
-            pinned if name == "now" else [encode(row[name]) for row in batch.rows]
+            pinned
+            if name == "now"
+            else [v if type(v) in _PLAIN else encode(v) for v in (row[name] for row in batch.rows)]
             for name in query.names
         ]
     except KeyError as exc:
