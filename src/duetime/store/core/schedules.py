@@ -255,7 +255,7 @@ def _occurrences(
         yield wake_for(m.status for m in made.values())
     results: list[tuple[Made, bool]] = []
     for key in keys:
-        if key in made:
+        if key in made:  # the first item of an occurrence made it; a repeat gets it as known
             known[key] = made.pop(key)
             results.append((known[key], True))
         else:
