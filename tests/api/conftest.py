@@ -1,5 +1,6 @@
-"""Fixtures for the HTTP API tests: an app over the parametrized ``store`` (SQLite and
-PostgreSQL), an httpx client that calls it in-process, and a tenant with an API key."""
+"""Fixtures for the HTTP API tests: an app over the parametrized ``store`` (SQLite by default;
+``--store=postgres|both`` for PostgreSQL), an httpx client that calls it in-process, and a tenant
+with an API key."""
 
 from __future__ import annotations
 

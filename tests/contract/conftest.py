@@ -1,4 +1,4 @@
-"""A real duetime API server on loopback, once per store, for the contract tests.
+"""A real duetime API server on loopback, once per selected store, for the contract tests.
 
 The server runs uvicorn in a thread with its own event loop (the store's connections belong to
 that loop), on a socket bound to 127.0.0.1 by the OS's choice of port.
@@ -39,11 +39,12 @@ async def _pg_database(template: str) -> str:
     return f"{admin.rpartition('/')[0]}/{name}"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module")
 def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    store_backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "postgres":
+    """The server on ``store_backend``: each backend ``--store`` selects (tests/conftest.py)."""
+    if store_backend == "postgres":
         template = request.getfixturevalue("pg_template")
         url = asyncio.run(_pg_database(template))
     else:
