@@ -167,7 +167,7 @@ async def test_ready_signal_wakes_a_waiter_on_create(sqlite_store: SqliteStore) 
     await asyncio.sleep(0.01)
     assert not waiter.done()
     await sqlite_store.task_create_many([NewTask(tenant_id="t", target=WORKER)])
-    assert await asyncio.wait_for(waiter, 1.0) is True
+    assert await asyncio.wait_for(waiter, 5.0) is True
 
 
 async def test_due_signal_fires_for_a_future_task(
@@ -184,7 +184,7 @@ async def test_due_signal_fires_for_a_future_task(
     await sqlite_store.task_create_many(
         [NewTask(tenant_id="t", target=WORKER, run_at=clock.now() + timedelta(minutes=5))]
     )
-    assert await asyncio.wait_for(waiter, 1.0) is True
+    assert await asyncio.wait_for(waiter, 5.0) is True
 
 
 async def test_signal_notified_from_another_thread_wakes_the_waiter(
@@ -197,7 +197,7 @@ async def test_signal_notified_from_another_thread_wakes_the_waiter(
     thread = threading.Thread(target=sqlite_store.ready_signal.notify)
     thread.start()
     thread.join()
-    assert await asyncio.wait_for(waiter, 1.0) is True
+    assert await asyncio.wait_for(waiter, 5.0) is True
 
 
 async def test_a_notification_without_waiter_is_kept_for_the_next_wait(
@@ -207,7 +207,7 @@ async def test_a_notification_without_waiter_is_kept_for_the_next_wait(
         pass
     sqlite_store.ready_signal.notify()
     sqlite_store.ready_signal.notify()  # coalesces
-    assert await sqlite_store.ready_signal.wait(0.5) is True
+    assert await sqlite_store.ready_signal.wait(5.0) is True  # at once: it is pending
     assert await sqlite_store.ready_signal.wait(0.05) is False
 
 
