@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,12 +76,14 @@ def server(
     assert started.wait(30), "the contract server did not start"
     base = f"http://127.0.0.1:{port}"
     with httpx.Client(base_url=base, timeout=10) as client:
-        for _ in range(100):
+        deadline = time.monotonic() + 30  # a loaded machine may take seconds to start it
+        while True:
             try:
                 if client.get("/healthz").status_code == 200:
                     break
             except httpx.TransportError:
                 pass
+            assert time.monotonic() < deadline, "the contract server never answered /healthz"
             threading.Event().wait(0.05)
         resp = client.post(
             "/v1/admin/tenants",
