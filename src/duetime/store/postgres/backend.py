@@ -148,20 +148,27 @@ class PostgresStore(
         async with self._connection() as conn, conn.transaction():
             yield conn
 
-    async def _run(self, plan: Plan[T], *, write: bool = False, long: bool = False) -> T:
+    async def _run(
+        self, plan: Plan[T], *, write: bool = False, long: bool = False, one: bool = False
+    ) -> T:
         """Run a core plan (see ``Runs._run``): a write in one transaction, its changes
-        attributed to the caller's actor; a read on one pooled connection."""
+        attributed to the caller's actor; a read, or a single statement, on one pooled
+        connection."""
         pinned = self._pinned()
         if not write:
             async with self._connection() as conn:
                 return await driver.run(conn, pinned, plan)
         wake = Woken()
         actor = current_actor.get()
-        async with self._transaction() as conn:
-            if actor is not None:
-                await conn.execute(HQ["actor_set"], actor)
-            timeout = _MIGRATION_TIMEOUT if long else None
-            result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
+        if one:
+            async with self._connection() as conn:
+                result = await driver.run(conn, pinned, plan, wake)
+        else:
+            async with self._transaction() as conn:
+                if actor is not None:
+                    await conn.execute(HQ["actor_set"], actor)
+                timeout = _MIGRATION_TIMEOUT if long else None
+                result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
         if wake.ready:
             self.ready_signal.notify()
         if wake.due:

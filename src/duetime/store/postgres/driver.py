@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-FILES = ("lifecycle.sql", "tenancy.sql")
+FILES = ("hot.sql", "lifecycle.sql", "tenancy.sql")
 """The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
 
 QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "postgres", *FILES)

@@ -18,7 +18,7 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -27,11 +27,11 @@ from typing import TypeVar
 from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
+from duetime.store.core.hot import HotMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.tenancy import TenancyMethods
 from duetime.store.counters import CountKey, Reconciled
-from duetime.store.recorded import recordable
 from duetime.store.sql import migrations
 from duetime.store.sqlite import (
     counters,
@@ -39,9 +39,9 @@ from duetime.store.sqlite import (
     leadership,
     queues,
     tasks_api,
-    tasks_engine,
 )
 from duetime.store.sqlite.history import HistoryOps, with_actor
+from duetime.store.sqlite.hot import SqliteHot
 from duetime.store.sqlite.notifications import NotificationOps
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
@@ -49,15 +49,9 @@ from duetime.store.sqlite.schedules import ScheduleMethods
 from duetime.store.sqlite.signals import LocalSignal, Wakeups
 from duetime.types import (
     Attempt,
-    ClaimRequest,
-    Completion,
-    CompletionResult,
-    Lease,
-    NewTask,
     QueueStats,
     StatusCount,
     Task,
-    TaskCreated,
     TaskFilter,
     TaskPatch,
 )
@@ -89,7 +83,14 @@ _INTEGRITY_RETRIES = 2
 
 
 class SqliteStore(
-    MigrationMethods, TenancyMethods, queues.QueueOps, ScheduleMethods, NotificationOps, HistoryOps
+    MigrationMethods,
+    TenancyMethods,
+    HotMethods,
+    SqliteHot,
+    queues.QueueOps,
+    ScheduleMethods,
+    NotificationOps,
+    HistoryOps,
 ):
     """:class:`~duetime.store.protocols.Store` on one SQLite file.
 
@@ -220,7 +221,9 @@ class SqliteStore(
     async def _read(self, body: Tx[T]) -> T:
         return await self._call(lambda: self._transaction(body, write=False))
 
-    async def _run(self, plan: Plan[T], *, write: bool = False, long: bool = False) -> T:
+    async def _run(
+        self, plan: Plan[T], *, write: bool = False, long: bool = False, one: bool = False
+    ) -> T:
         """Run a core plan in one transaction on the database thread (see ``Runs._run``)."""
         if not write:
             return await self._read(lambda conn, now: driver.run(conn, now, plan))
@@ -266,20 +269,6 @@ class SqliteStore(
         return self._now()
 
     # -- tasks: the API's side -----------------------------------------------------------------
-
-    async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
-        if not tasks:
-            return []
-        batch = list(tasks)
-        wake = Wakeups()
-        # Under BEGIN IMMEDIATE nobody can insert between our idempotency lookup and our insert,
-        # but should a unique index still fire, a re-run finds the winner as an idempotent hit.
-        created = await self._write(
-            lambda conn, now: tasks_api.task_create_many(conn, now, batch, wake),
-            integrity_retries=_INTEGRITY_RETRIES,
-        )
-        self._fire(wake)
-        return created
 
     async def task_get(self, tenant_id: str, task_id: str) -> Task | None:
         return await self._read(lambda conn, now: tasks_api.task_get(conn, now, tenant_id, task_id))
@@ -327,56 +316,6 @@ class SqliteStore(
     ) -> Reconciled | None:
         return await self._write(
             lambda conn, now: counters.task_counts_reconcile(conn, now, after, max_rows)
-        )
-
-    # -- tasks: the engine's side --------------------------------------------------------------
-
-    async def task_promote_due(self, limit: int) -> int:
-        wake = Wakeups()
-        moved = await self._write(
-            lambda conn, now: tasks_engine.task_promote_due(conn, now, limit, wake)
-        )
-        self._fire(wake)
-        return moved
-
-    async def task_due_ids(self, limit: int) -> list[str]:
-        return await self._read(lambda conn, now: tasks_engine.task_due_ids(conn, now, limit))
-
-    async def task_promote(self, task_ids: Sequence[str]) -> int:
-        ids = list(task_ids)
-        wake = Wakeups()
-        moved = await self._write(lambda conn, now: tasks_engine.task_promote(conn, now, ids, wake))
-        self._fire(wake)
-        return moved
-
-    async def task_next_due_at(self) -> datetime | None:
-        return await self._read(tasks_engine.task_next_due_at)
-
-    async def task_claim(self, request: ClaimRequest) -> list[Lease]:
-        return await self._write(lambda conn, now: queues.task_claim(conn, now, request))
-
-    async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
-        if not completions:
-            return []
-        batch = [recordable(c) for c in completions]
-        wake = Wakeups()
-        results = await self._write(
-            lambda conn, now: tasks_engine.task_complete_many(conn, now, batch, wake)
-        )
-        self._fire(wake)
-        return results
-
-    async def task_heartbeat(
-        self, lease_ids: Sequence[str], extend_seconds: float
-    ) -> dict[str, datetime]:
-        ids = list(lease_ids)
-        return await self._write(
-            lambda conn, now: tasks_engine.task_heartbeat(conn, now, ids, extend_seconds)
-        )
-
-    async def task_expired_leases(self, limit: int) -> list[Lease]:
-        return await self._read(
-            lambda conn, now: tasks_engine.task_expired_leases(conn, now, limit)
         )
 
     # -- leadership ----------------------------------------------------------------------------

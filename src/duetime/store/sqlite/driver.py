@@ -29,7 +29,7 @@ from duetime.store.sqlite.rows import dumps, from_micros, to_micros
 
 T = TypeVar("T")
 
-FILES = ("lifecycle.sql", "tenancy.sql")
+FILES = ("hot.sql", "lifecycle.sql", "tenancy.sql")
 """The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
 
 QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "sqlite", *FILES)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from importlib import resources
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import orjson
 
-from duetime.store.sqlite import tasks_engine
 from duetime.store.sqlite.queries import parse_queries
 from duetime.store.sqlite.rows import (
     Row,
@@ -27,7 +26,6 @@ from duetime.store.sqlite.rows import (
 )
 from duetime.store.sqlite.signals import LocalSignal
 from duetime.types import (
-    ClaimRequest,
     Lease,
     Queue,
     QueueSettings,
@@ -52,52 +50,6 @@ T = TypeVar("T")
 
 
 # -- transaction functions ---------------------------------------------------------------------
-
-
-def task_claim(conn: sqlite3.Connection, now: int, request: ClaimRequest) -> list[Lease]:
-    """Claim from queues without limits, then from each limited queue within its room."""
-    leases = tasks_engine.task_claim(conn, now, request)
-    room = request.limit - len(leases)
-    if room <= 0 or not request.target_types:
-        return leases
-    types = dumps(sorted(str(t) for t in request.target_types))
-    names = None if request.names is None else dumps(list(request.names))
-    where = {"tenant_id": request.tenant_id, "queue": request.queue}
-    if TargetType.WORKER in request.target_types:
-        limited = conn.execute(QQ["queue_limited"], where).fetchall()
-    else:  # the dispatcher: only limited queues with ready push tasks
-        where |= {"types": types, "names": names}
-        limited = conn.execute(QQ["queue_limited_ready_push"], where).fetchall()
-    if not limited:
-        return leases
-    params: dict[str, Any] = {
-        "now": now,
-        "lease_us": None
-        if request.lease_seconds is None
-        else seconds_to_micros(request.lease_seconds),
-        "grace_us": seconds_to_micros(request.lease_grace_seconds),
-        "worker_id": request.worker_id,
-        "names": names,
-        "types": types,
-    }
-    query = (
-        QQ["task_claim_limited_worker"]
-        if request.target_types == _WORKER_ONLY
-        else QQ["task_claim_limited"]
-    )
-    for queue in limited:
-        if room <= 0:
-            break
-        one = {"tenant_id": queue["tenant_id"], "queue": queue["name"]}
-        running = conn.execute(QQ["queue_running"], one).fetchone()["n"]
-        limit = min(room, queue["max_concurrency"] - running)
-        if limit <= 0:
-            continue
-        found = conn.execute(query, {**params, **one, "limit": limit}).fetchall()
-        found.sort(key=lambda row: (-row["priority"], row["due_at"], row["claim_rowid"]))
-        leases.extend(lease_from_row(row) for row in found)
-        room -= len(found)
-    return leases
 
 
 def task_leases_get(

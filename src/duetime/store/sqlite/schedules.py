@@ -19,7 +19,7 @@ from duetime.errors import Conflict, NotFound
 from duetime.ids import new_id
 from duetime.store.isolation import readable
 from duetime.store.schedule_change import BUFFERED_DROPPED_BY_PAUSE, apply_change
-from duetime.store.sqlite import tasks_api
+from duetime.store.sqlite import hot
 from duetime.store.sqlite.dependencies import fail_dependents
 from duetime.store.sqlite.queries import parse_queries
 from duetime.store.sqlite.rows import dumps, from_micros, task_from_row, to_micros
@@ -223,7 +223,7 @@ def _make_tasks(
     for key, task in zip(keys, tasks, strict=True):
         if key not in known:
             fresh.setdefault(key, task)
-    made = tasks_api.task_create_many(conn, now, list(fresh.values()), wake)
+    made = hot.task_create_many(conn, now, list(fresh.values()), wake)
     new = {key: m.task for key, m in zip(fresh, made, strict=True)}
     results: list[TaskCreated] = []
     for key in keys:

@@ -1,0 +1,325 @@
+"""The SQLite store's create, claim and complete: the rules of :mod:`duetime.store.core.hot`
+run as a few statements in the caller's write transaction (one writer: nobody acts in between,
+and ``executemany`` writes a batch's rows for one prepared statement).
+
+They stay functions on the connection, not plans: ``executemany`` and the claim's sort on
+``rowid`` have no plan vocabulary, and schedules create tasks inside their own transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from duetime.errors import ValidationError
+from duetime.ids import new_id
+from duetime.store.core import hot as rules
+from duetime.store.core import rows
+from duetime.store.recorded import recordable
+from duetime.store.sql import load
+from duetime.store.sqlite.dependencies import fail_dependents, release_dependents
+from duetime.store.sqlite.driver import SqliteDecode as D
+from duetime.store.sqlite.rows import dumps, from_micros, retry_to_json, to_micros
+from duetime.store.sqlite.signals import Wakeups
+from duetime.types import (
+    AttemptOutcome,
+    ClaimRequest,
+    Completion,
+    CompletionResult,
+    Lease,
+    NewTask,
+    TargetType,
+    Task,
+    TaskCreated,
+    TaskStatus,
+)
+
+T = TypeVar("T")
+Q = {name: q.text for name, q in load(__package__ or "", "sqlite", "hot_batch.sql").items()}
+
+
+def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    """The rows as dicts: ``sqlite3.Row`` finds a key by scanning every column name."""
+    names = [c[0] for c in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+# -- create ------------------------------------------------------------------------------------
+
+
+def task_create_many(
+    conn: sqlite3.Connection, now: int, tasks: Sequence[NewTask], wake: Wakeups
+) -> list[TaskCreated]:
+    """Create ``tasks`` all or nothing; repeats of an idempotency key return the existing task."""
+    if not tasks:
+        return []
+    known = _existing_by_idempotency_key(conn, tasks)
+    parents = _parent_states(conn, tasks)
+    at = from_micros(now)
+    results: list[TaskCreated] = []
+    inserts: list[dict[str, Any]] = []
+    edges: list[dict[str, str]] = []
+    for new in tasks:
+        key = None if new.idempotency_key is None else (new.tenant_id, new.idempotency_key)
+        if key is not None and key in known:
+            results.append(TaskCreated(task=known[key], created=False))
+            continue
+        target_type = rules.target_type(new)
+        distinct = dict.fromkeys(new.depends_on)
+        run_at = at if new.run_at is None else from_micros(to_micros(new.run_at))
+        status, pending = rules.starting_status((parents[p] for p in distinct), run_at, at)
+        task = rules.created_task(new, new_id(), status, tuple(new.depends_on), run_at, at)
+        if key is not None:
+            known[key] = task  # a repeat later in this batch is an idempotent hit too
+        inserts.append(_insert_row(new, task, target_type, pending, now))
+        edges.extend({"parent_id": p, "child_id": task.id} for p in distinct)
+        results.append(TaskCreated(task=task, created=True))
+        wake.ready |= status is TaskStatus.READY
+        wake.due |= status is TaskStatus.SCHEDULED
+    conn.executemany(Q["task_insert"], inserts)
+    if edges:
+        conn.executemany(Q["task_dep_insert"], edges)
+        marked = list(dict.fromkeys(edge["parent_id"] for edge in edges))
+        conn.execute(Q["task_mark_has_dependents"], {"ids": dumps(marked)})
+    return results
+
+
+def _existing_by_idempotency_key(
+    conn: sqlite3.Connection, tasks: Sequence[NewTask]
+) -> dict[tuple[str, str], Task]:
+    known: dict[tuple[str, str], Task] = {}
+    keys: dict[str, list[str]] = {}
+    for new in tasks:
+        if new.idempotency_key is not None:
+            keys.setdefault(new.tenant_id, []).append(new.idempotency_key)
+    for tenant_id, wanted in keys.items():
+        found = conn.execute(
+            Q["task_find_by_idempotency_keys"], {"tenant_id": tenant_id, "keys": dumps(wanted)}
+        )
+        for row in _dicts(found):
+            known[tenant_id, row["idempotency_key"]] = rows.task(row, D)
+    return known
+
+
+def _parent_states(conn: sqlite3.Connection, tasks: Sequence[NewTask]) -> dict[str, str]:
+    """Status of every parent named in ``tasks``; ``ValidationError`` for an unknown one (or one
+    of another tenant)."""
+    wanted = list(dict.fromkeys(parent for new in tasks for parent in new.depends_on))
+    if not wanted:
+        return {}
+    found = {
+        row[0]: (row[1], row[2])
+        for row in conn.execute(Q["task_parent_states"], {"ids": dumps(wanted)}).fetchall()
+    }
+    for new in tasks:
+        for parent in new.depends_on:
+            owner = found.get(parent)
+            if owner is None or owner[0] != new.tenant_id:
+                raise ValidationError(rules.unknown_parent(parent), "depends_on")
+    return {parent: status for parent, (_, status) in found.items()}
+
+
+def _insert_row(
+    new: NewTask, task: Task, target_type: str, pending: int, now: int
+) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "tenant_id": new.tenant_id,
+        "name": new.name,
+        "queue": new.queue,
+        "status": task.status.value,
+        "target_type": target_type,
+        "target": dumps(new.target),
+        "payload": new.payload_json,
+        "idempotency_key": new.idempotency_key,
+        "priority": new.priority,
+        "retry": retry_to_json(new.retry),
+        "timeout_seconds": task.timeout_seconds,
+        "depends_on": dumps(list(new.depends_on)),
+        "pending_parents": pending,
+        "concurrency_key": new.concurrency_key,
+        "labels": dumps(dict(new.labels)),
+        "schedule_id": new.schedule_id,
+        "scheduled_for": None if new.scheduled_for is None else to_micros(new.scheduled_for),
+        "run_at": to_micros(task.run_at),
+        "now": now,
+        "finished_at": None if task.finished_at is None else now,
+        "last_error": task.last_error,
+        "traceparent": new.traceparent,
+        "request_hash": new.request_hash,
+        "payload_ref": new.payload_ref,
+    }
+
+
+# -- claim -------------------------------------------------------------------------------------
+
+
+def task_claim(conn: sqlite3.Connection, now: int, request: ClaimRequest) -> list[Lease]:
+    """Claim from queues without limits in one statement (paused and limited queues skipped),
+    then from each limited queue within its room (``max_concurrency`` minus its running tasks),
+    in the same write transaction: nobody can claim in between."""
+    kind = rules.claim_kind(request)
+    if kind is None:
+        return []
+    params: dict[str, Any] = {
+        "now": now,
+        "lease_us": None if request.lease_seconds is None else _micros(request.lease_seconds),
+        "grace_us": _micros(request.lease_grace_seconds),
+        "worker_id": request.worker_id,
+        "names": None if request.names is None else dumps(list(request.names)),
+        "types": dumps(sorted(str(t) for t in request.target_types)),
+        "queue": request.queue,
+        "tenant_id": request.tenant_id,
+        "limit": request.limit,
+    }
+    leases = _claimed(conn.execute(Q[_CLAIM[kind]], params))
+    room = request.limit - len(leases)
+    if room <= 0:
+        return leases
+    if TargetType.WORKER in request.target_types:
+        limited = conn.execute(Q["queue_limited"], params).fetchall()
+    else:  # the dispatcher: only limited queues with ready push tasks
+        limited = conn.execute(Q["queue_limited_ready_push"], params).fetchall()
+    worker_only = request.target_types == {TargetType.WORKER}
+    query = Q["task_claim_limited_worker" if worker_only else "task_claim_limited"]
+    for tenant_id, queue, max_concurrency in limited:
+        if room <= 0:
+            break
+        one = {"tenant_id": tenant_id, "queue": queue}
+        running = conn.execute(Q["queue_running"], one).fetchone()[0]
+        limit = min(room, max_concurrency - running)
+        if limit > 0:
+            got = _claimed(conn.execute(query, {**params, **one, "limit": limit}))
+            leases.extend(got)
+            room -= len(got)
+    return leases
+
+
+_CLAIM = {"push": "task_claim_push", "worker": "task_claim_worker", "any": "task_claim_any"}
+
+
+def _claimed(cursor: sqlite3.Cursor) -> list[Lease]:
+    found = _dicts(cursor)
+    # RETURNING order is unspecified: restore the claim order.
+    found.sort(key=lambda row: (-row["priority"], row["due_at"], row["claim_rowid"]))
+    return [rows.lease(row, D) for row in found]
+
+
+def _micros(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+# -- complete ----------------------------------------------------------------------------------
+
+
+def task_complete_many(
+    conn: sqlite3.Connection, now: int, completions: Sequence[Completion], wake: Wakeups
+) -> list[CompletionResult]:
+    """End attempts fenced by lease, write their attempt rows, then settle dependents.
+
+    The batch runs as set-based UPDATEs in "rounds": round k holds the k-th completion of each
+    task id, so within one statement a task appears once and repeats see the earlier outcome,
+    exactly as if the completions ran one by one in input order.
+    """
+    rounds: list[list[int]] = []
+    seen: dict[str, int] = {}
+    for index, done in enumerate(completions):
+        k = seen.get(done.task_id, 0)
+        seen[done.task_id] = k + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(index)
+    ended: list[tuple[str, int, bool] | None] = [None] * len(completions)
+    for members in rounds:
+        batch = dumps([_finish_item(completions[i]) for i in members])
+        found = conn.execute(Q["task_finish"], {"batch": batch, "now": now}).fetchall()
+        accepted = {r[0]: (r[1], r[2], bool(r[3])) for r in found}
+        for i in members:
+            ended[i] = accepted.get(completions[i].task_id)
+    results: list[CompletionResult] = []
+    attempts: list[dict[str, Any]] = []
+    for done, settled in zip(completions, ended, strict=True):
+        if settled is None:  # stale lease: fenced off, nothing changed
+            results.append(CompletionResult(done.task_id, done.lease_id, False, None))
+            continue
+        status = TaskStatus(settled[0])
+        results.append(CompletionResult(done.task_id, done.lease_id, True, status))
+        attempts.append(
+            {
+                "task_id": done.task_id,
+                "number": settled[1],
+                "started_at": to_micros(done.started_at),
+                "now": now,
+                "outcome": str(done.outcome),
+                "error": done.error,
+                "http_status": done.http_status,
+                "duration_ms": float(done.duration_ms),
+                "worker": done.worker,
+            }
+        )
+        wake.due |= status is TaskStatus.RETRYING
+        if settled[2] and status is TaskStatus.SUCCEEDED:
+            release_dependents(conn, now, done.task_id, wake)
+    if attempts:
+        conn.executemany(Q["attempt_insert"], attempts)
+    fail_dependents(conn, now, [r.task_id for r, e in zip(results, ended, strict=True) if _dead(e)])
+    return results
+
+
+def _dead(settled: tuple[str, int, bool] | None) -> bool:
+    """A parent whose end fails its dependents."""
+    return settled is not None and settled[2] and settled[0] in ("failed", "cancelled")
+
+
+def _finish_item(done: Completion) -> list[Any]:
+    """One element of ``task_finish``'s :batch (see hot_batch.sql)."""
+    ok = done.outcome is AttemptOutcome.SUCCEEDED
+    delay = done.retry_delay_seconds
+    return [
+        done.task_id,
+        done.lease_id,
+        ok,
+        None if ok or delay is None else _micros(max(0.0, delay)),
+        done.result_json if ok else None,
+        done.error,
+        done.outcome is AttemptOutcome.LEASE_EXPIRED,
+    ]
+
+
+class SqliteHot:
+    """Create, claim and complete of :class:`~duetime.store.sqlite.backend.SqliteStore` (which
+    provides ``_write``: one write transaction on its database thread, and ``_fire``)."""
+
+    async def _write(
+        self, body: Callable[[sqlite3.Connection, int], T], *, integrity_retries: int = 0
+    ) -> T:
+        raise NotImplementedError
+
+    def _fire(self, wake: Wakeups) -> None:
+        raise NotImplementedError
+
+    async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
+        if not tasks:
+            return []
+        batch = list(tasks)
+        wake = Wakeups()
+        # Under BEGIN IMMEDIATE nobody can insert between our idempotency lookup and our insert,
+        # but should a unique index still fire, a re-run finds the winner as an idempotent hit.
+        made = await self._write(
+            lambda conn, now: task_create_many(conn, now, batch, wake), integrity_retries=2
+        )
+        self._fire(wake)
+        return made
+
+    async def task_claim(self, request: ClaimRequest) -> list[Lease]:
+        return await self._write(lambda conn, now: task_claim(conn, now, request))
+
+    async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
+        if not completions:
+            return []
+        batch = [recordable(c) for c in completions]
+        wake = Wakeups()
+        done = await self._write(lambda conn, now: task_complete_many(conn, now, batch, wake))
+        self._fire(wake)
+        return done
