@@ -62,15 +62,14 @@ def parse(text: str, dialect: Dialect, *, source: str = "queries") -> dict[str, 
         name = match.group("name")
         if name in found or name in fragments:
             raise ValueError(f"query {name!r} is defined twice in {source}")
-        body = _strip_trailing_comments(
-            text[match.end() : following.start() if following else None]
-        )
-        if not body:
-            raise ValueError(f"query {name!r} in {source} is empty")
+        body = text[match.end() : following.start() if following else None]
         try:
             body = _INCLUDE.sub(lambda m: fragments[m.group("name")], body)
         except KeyError as exc:
             raise ValueError(f"query {name!r} in {source} includes unknown {exc}") from None
+        body = _strip_trailing_comments(body)
+        if not body:
+            raise ValueError(f"query {name!r} in {source} is empty")
         if match.group("kind") == "fragment":
             fragments[name] = body
         else:

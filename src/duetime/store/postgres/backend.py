@@ -30,6 +30,7 @@ from duetime.clock import Clock
 from duetime.errors import Conflict, NotFound, StoreFull, StoreUnavailable, ValidationError
 from duetime.history.actor import current_actor
 from duetime.ids import is_uuid
+from duetime.store.core.hot import HotMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.tenancy import TenancyMethods
@@ -71,7 +72,14 @@ _SERVER_SETTINGS = {
 
 
 class PostgresStore(
-    MigrationMethods, TenancyMethods, CounterOps, QueueOps, ScheduleOps, NotificationOps, HistoryOps
+    MigrationMethods,
+    TenancyMethods,
+    HotMethods,
+    CounterOps,
+    QueueOps,
+    ScheduleOps,
+    NotificationOps,
+    HistoryOps,
 ):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
