@@ -25,8 +25,8 @@ import pytest
 
 from duetime.clock import FakeClock
 from duetime.errors import StoreUnavailable, ValidationError
-from duetime.store.postgres.backend import PostgresStore
 from duetime.store.postgres import driver, hot
+from duetime.store.postgres.backend import PostgresStore
 from duetime.store.sql import migrations
 from duetime.types import (
     AttemptOutcome,
