@@ -8,7 +8,7 @@ Create, claim and complete keep a per-backend strategy (``store/sqlite/hot.py``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -18,10 +18,10 @@ from duetime.store.core import rows
 from duetime.store.core.plan import Decode, Plan, Row, Wake, all_, count, one
 from duetime.store.core.runner import Runs
 from duetime.store.isolation import readable
-from duetime.types import ClaimRequest, Lease, NewTask, TargetType, Task, TaskStatus
+from duetime.types import ClaimRequest, Lease, NewTask, TargetType, Task, TaskCreated, TaskStatus
 
 DEPENDENCY_FAILED = "a task it depends on failed or was cancelled"
-"""``last_error`` of a task failed by its parents (``hot.sql`` writes the same text)."""
+"""``last_error`` of a task failed by its parents (``task_insert`` in PostgreSQL's ``hot_batch.sql`` writes the same text)."""
 
 ClaimKind = Literal["push", "worker", "any"]
 
@@ -101,28 +101,74 @@ def target_type(new: NewTask) -> str:
     return kind
 
 
-def unknown_parent(parent: str) -> str:
-    """The error text for a ``depends_on`` id the tenant has no task for."""
-    return f"depends_on: no task with id {parent!r}"
+def unknown_parent(parent: str) -> ValidationError:
+    """The error for a ``depends_on`` id the tenant has no task for."""
+    return ValidationError(f"depends_on: no task with id {parent!r}", "depends_on")
+
+
+def parent_statuses(
+    tasks: Sequence[NewTask], found: Mapping[str, tuple[str, str]]
+) -> list[list[str]]:
+    """Per task, the statuses of its distinct parents, from ``found`` (id → (tenant, status));
+    ``ValidationError`` for a parent that is not a task of the same tenant."""
+    statuses: list[list[str]] = []
+    for new in tasks:
+        mine = []
+        for parent in dict.fromkeys(new.depends_on):
+            tenant, status = found.get(parent, ("", ""))
+            if tenant != new.tenant_id:
+                raise unknown_parent(parent)
+            mine.append(status)
+        statuses.append(mine)
+    return statuses
+
+
+def first_of_each_key(tasks: Sequence[NewTask]) -> tuple[list[NewTask], list[int]]:
+    """The tasks to create (a (tenant, idempotency key) repeated in the batch only once), and
+    per input its index among them, or ``-1 - i`` when it repeats input ``i``."""
+    first: dict[tuple[str, str], int] = {}
+    fresh: list[NewTask] = []
+    slots: list[int] = []
+    for i, new in enumerate(tasks):
+        target_type(new)
+        if new.idempotency_key is not None:
+            key = (new.tenant_id, new.idempotency_key)
+            if key in first:
+                slots.append(-1 - first[key])
+                continue
+            first[key] = i
+        slots.append(len(fresh))
+        fresh.append(new)
+    return fresh, slots
+
+
+def in_input_order(slots: list[int], made: list[TaskCreated]) -> list[TaskCreated]:
+    """The results of :func:`first_of_each_key`'s tasks, one per input; a repeat is a hit."""
+    out: list[TaskCreated] = []
+    for slot in slots:
+        out.append(made[slot] if slot >= 0 else TaskCreated(out[-1 - slot].task, created=False))
+    return out
 
 
 _WORKER_ONLY = frozenset({TargetType.WORKER})
 
 
-def claim_kind(request: ClaimRequest) -> ClaimKind | None:
-    """The claim statement whose WHERE matches a partial index (``task_claim_<kind>``), or None
-    when the request can claim nothing."""
-    if request.limit <= 0 or not request.target_types:
-        return None
+def claim_targets(request: ClaimRequest) -> ClaimKind:
+    """Which ready tasks a claim reads: ``push`` targets, ``worker`` tasks, or ``any`` mix."""
     if TargetType.WORKER not in request.target_types:
         return "push"
-    if (
-        request.target_types == _WORKER_ONLY
-        and request.queue is not None
-        and request.tenant_id is not None
-    ):
-        return "worker"
-    return "any"
+    return "worker" if request.target_types == _WORKER_ONLY else "any"
+
+
+def claim_kind(request: ClaimRequest) -> ClaimKind | None:
+    """The claim statement whose WHERE matches a partial index (``task_claim_<kind>``): the
+    worker one needs a tenant and a queue. None when the request can claim nothing."""
+    if request.limit <= 0 or not request.target_types:
+        return None
+    kind = claim_targets(request)
+    if kind == "worker" and (request.queue is None or request.tenant_id is None):
+        return "any"
+    return kind
 
 
 def claim_order(lease: Lease) -> tuple[int, datetime]:

@@ -38,7 +38,6 @@ from duetime.types import (
     CompletionResult,
     Lease,
     NewTask,
-    TargetType,
     Task,
     TaskCreated,
     TaskStatus,
@@ -100,68 +99,79 @@ class PgHot:
         back afterwards and returned with ``created=False``. Input PostgreSQL cannot store (a NUL
         character) raises ``ValidationError``.
         """
-        first: dict[tuple[str, str], int] = {}  # a repeated (tenant, key) is its first's hit
-        slot_of: list[int] = []  # input index -> index into fresh, or -1 - the first's index
-        fresh: list[NewTask] = []
-        for i, task in enumerate(tasks):
-            rules.target_type(task)
-            if task.idempotency_key is not None:
-                key = (task.tenant_id, task.idempotency_key)
-                if key in first:
-                    slot_of.append(-1 - first[key])
-                    continue
-                first[key] = i
-            slot_of.append(len(fresh))
-            fresh.append(task)
-        if not fresh:
+        if not tasks:
             return []
+        fresh, slots = rules.first_of_each_key(tasks)
         ids = [new_id() for _ in fresh]
         parents = [tuple(dict.fromkeys(t.depends_on)) for t in fresh]
         for parent in {p for group in parents for p in group}:
             if not is_uuid(parent):
-                raise ValidationError(rules.unknown_parent(parent), field="depends_on")
+                raise rules.unknown_parent(parent)
         try:
             inserted, hits = await self._insert(fresh, ids, parents)
         except pgx.DataError as exc:  # e.g. a NUL character, which PostgreSQL cannot store
             raise ValidationError(f"a task cannot be stored: {exc}") from exc
         self._announce(r["status"] for r in inserted.values())
         made: list[TaskCreated] = []
-        for slot in slot_of:
-            if slot < 0:
-                made.append(TaskCreated(task=made[-1 - slot].task, created=False))
-                continue
-            new, task_id = fresh[slot], ids[slot]
+        for new, task_id, group in zip(fresh, ids, parents, strict=True):
             row = inserted.get(task_id)
             if row is not None:
-                status = _STATUS[row["status"]]
-                stored = rules.created_task(
-                    new, task_id, status, parents[slot], row["run_at"], row["created_at"]
-                )
-                made.append(TaskCreated(task=stored, created=True))
+                status, run_at, at = _STATUS[row["status"]], row["run_at"], row["created_at"]
+                task = rules.created_task(new, task_id, status, group, run_at, at)
+                made.append(TaskCreated(task=task, created=True))
                 continue
             hit = hits.get((new.tenant_id, new.idempotency_key or ""))
             if hit is None:  # cannot happen: a conflict means a committed row
                 raise Conflict(f"task with idempotency key {new.idempotency_key!r} vanished")
             made.append(TaskCreated(task=hit, created=False))
-        return made
+        return rules.in_input_order(slots, made)
 
     async def _insert(
         self, fresh: list[NewTask], ids: list[str], parents: list[tuple[str, ...]]
     ) -> tuple[dict[str, asyncpg.Record], dict[tuple[str, str], Task]]:
         """Insert ``fresh`` under ``ids``: the rows inserted by id, and the existing tasks behind
         idempotent hits by (tenant, key)."""
-        pinned = self._pinned()
-        if any(parents):
-            async with self._transaction() as conn:
-                inserted = await self._insert_with_parents(conn, pinned, fresh, ids, parents)
+        pinned, n = self._pinned(), len(fresh)
+        if not any(parents):  # one statement, which concurrent creates may share
+            records = task_input_records(fresh, ids, parents, [0] * n, [False] * n)
+            inserted = {str(r["id"]): r for r in await self._inserts.insert(pinned, records)}
+            if len(inserted) == n:
+                return inserted, {}
+            async with self._connection() as conn:
                 return inserted, await _fetch_hits(conn, fresh, ids, inserted)
-        zeros = [0] * len(fresh)
-        records = task_input_records(fresh, ids, parents, zeros, [False] * len(fresh))
-        # Without parents a create is one statement: concurrent calls may share it.
-        inserted = {str(r["id"]): r for r in await self._inserts.insert(pinned, records)}
-        if len(inserted) == len(fresh):
-            return inserted, {}
-        async with self._connection() as conn:
+        async with self._transaction() as conn:
+            # Locked parents: their completion waits for our task_deps rows, or we read its end.
+            wanted = sorted({p for group in parents for p in group})
+            found = {
+                str(r["id"]): r for r in await conn.fetch(*bind("task_parents_lock", ids=wanted))
+            }
+            statuses = rules.parent_statuses(
+                fresh, {k: (r["tenant_id"], r["status"]) for k, r in found.items()}
+            )
+            # The clock's part of the rule ("ready or scheduled") is task_insert's (see the ADR).
+            starts = [rules.starting_status(mine, None, None) for mine in statuses]
+            pending = [waiting for _, waiting in starts]
+            dep_failed = [status is TaskStatus.FAILED for status, _ in starts]
+            unmarked = [p for p in wanted if not found[p]["has_dependents"]]
+            if unmarked:
+                await conn.execute(*bind("task_parents_mark", ids=unmarked))
+            records = task_input_records(fresh, ids, parents, pending, dep_failed)
+            result = await conn.fetch(*bind("task_insert", now=pinned, tasks=records))
+            inserted = {str(r["id"]): r for r in result}
+            # Only a blocked child ever needs its parents to find it.
+            blocked = [
+                i
+                for i, task_id in enumerate(ids)
+                if task_id in inserted and inserted[task_id]["status"] == "blocked"
+            ]
+            if blocked:
+                await conn.execute(
+                    *bind(
+                        "task_deps_insert",
+                        parent_ids=[p for i in blocked for p in parents[i]],
+                        child_ids=[ids[i] for i in blocked for _ in parents[i]],
+                    )
+                )
             return inserted, await _fetch_hits(conn, fresh, ids, inserted)
 
     async def _insert_run(
@@ -173,48 +183,6 @@ class PgHot:
                 *bind("task_insert", now=pinned, tasks=records)
             )
         return found
-
-    async def _insert_with_parents(
-        self,
-        conn: Conn,
-        pinned: datetime | None,
-        fresh: list[NewTask],
-        ids: list[str],
-        parents: list[tuple[str, ...]],
-    ) -> dict[str, asyncpg.Record]:
-        """Lock the parents, check them, insert the tasks and their ``task_deps`` rows."""
-        wanted = sorted({p for group in parents for p in group})
-        found = {str(r["id"]): r for r in await conn.fetch(*bind("task_parents_lock", ids=wanted))}
-        pending: list[int] = []
-        dep_failed: list[bool] = []
-        for task, group in zip(fresh, parents, strict=True):
-            for parent in group:
-                row = found.get(parent)
-                if row is None or row["tenant_id"] != task.tenant_id:
-                    raise ValidationError(rules.unknown_parent(parent), field="depends_on")
-            # The clock's part of the rule ("ready or scheduled") is task_insert's (see the ADR).
-            status, waiting = rules.starting_status((found[p]["status"] for p in group), None, None)
-            pending.append(waiting)
-            dep_failed.append(status is TaskStatus.FAILED)
-        unmarked = [p for p in wanted if not found[p]["has_dependents"]]
-        if unmarked:
-            await conn.execute(*bind("task_parents_mark", ids=unmarked))
-        records = task_input_records(fresh, ids, parents, pending, dep_failed)
-        result = await conn.fetch(*bind("task_insert", now=pinned, tasks=records))
-        inserted = {str(r["id"]): r for r in result}
-        # Only a blocked child ever needs its parents to find it.
-        edges = [
-            (parent, task_id)
-            for task_id, group in zip(ids, parents, strict=True)
-            if task_id in inserted and inserted[task_id]["status"] == "blocked"
-            for parent in group
-        ]
-        if edges:
-            parent_ids, child_ids = (list(column) for column in zip(*edges, strict=True))
-            await conn.execute(
-                *bind("task_deps_insert", parent_ids=parent_ids, child_ids=child_ids)
-            )
-        return inserted
 
     # -- claim ------------------------------------------------------------------------------
 
@@ -274,12 +242,7 @@ class PgHot:
         ]
         if not wanted:
             return []
-        if request.target_types == {TargetType.WORKER}:
-            kind = "worker"
-        elif TargetType.WORKER not in request.target_types:
-            kind = "push"
-        else:
-            kind = ""
+        kind = rules.claim_targets(request)
         # Lock only queues that have something to claim: one cheap read first.
         tenants, queues = [t for t, _ in wanted], [n for _, n in wanted]
         async with self._connection() as conn:
@@ -392,12 +355,12 @@ _CLAIM = {"worker": "task_claim_worker", "any": "task_claim_any"}
 _PROBE = {
     "worker": "queue_limited_ready_worker",
     "push": "queue_limited_ready_push",
-    "": "queue_limited_ready",
+    "any": "queue_limited_ready",
 }
 _LIMITED = {
     "worker": "task_claim_limited_worker",
     "push": "task_claim_limited_push",
-    "": "task_claim_limited_any",
+    "any": "task_claim_limited_any",
 }
 
 

@@ -12,7 +12,6 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from duetime.errors import ValidationError
 from duetime.ids import new_id
 from duetime.store.core import hot as rules
 from duetime.store.core import rows
@@ -52,29 +51,26 @@ def task_create_many(
     conn: sqlite3.Connection, now: int, tasks: Sequence[NewTask], wake: Wakeups
 ) -> list[TaskCreated]:
     """Create ``tasks`` all or nothing; repeats of an idempotency key return the existing task."""
-    if not tasks:
-        return []
-    known = _existing_by_idempotency_key(conn, tasks)
-    parents = _parent_states(conn, tasks)
+    fresh, slots = rules.first_of_each_key(tasks)
+    known = _existing_by_idempotency_key(conn, fresh)
+    wanted = list(dict.fromkeys(parent for new in fresh for parent in new.depends_on))
+    found = conn.execute(Q["task_parent_states"], {"ids": dumps(wanted)}) if wanted else ()
+    parents = rules.parent_statuses(fresh, {r[0]: (r[1], r[2]) for r in found})
     at = from_micros(now)
-    results: list[TaskCreated] = []
+    made: list[TaskCreated] = []
     inserts: list[dict[str, Any]] = []
     edges: list[dict[str, str]] = []
-    for new in tasks:
-        key = None if new.idempotency_key is None else (new.tenant_id, new.idempotency_key)
-        if key is not None and key in known:
-            results.append(TaskCreated(task=known[key], created=False))
+    for new, statuses in zip(fresh, parents, strict=True):
+        hit = known.get((new.tenant_id, new.idempotency_key or ""))
+        if hit is not None:
+            made.append(TaskCreated(task=hit, created=False))
             continue
-        target_type = rules.target_type(new)
-        distinct = dict.fromkeys(new.depends_on)
         run_at = at if new.run_at is None else from_micros(to_micros(new.run_at))
-        status, pending = rules.starting_status((parents[p] for p in distinct), run_at, at)
+        status, pending = rules.starting_status(statuses, run_at, at)
         task = rules.created_task(new, new_id(), status, tuple(new.depends_on), run_at, at)
-        if key is not None:
-            known[key] = task  # a repeat later in this batch is an idempotent hit too
-        inserts.append(_insert_row(new, task, target_type, pending, now))
-        edges.extend({"parent_id": p, "child_id": task.id} for p in distinct)
-        results.append(TaskCreated(task=task, created=True))
+        inserts.append(_insert_row(new, task, pending, now))
+        edges.extend({"parent_id": p, "child_id": task.id} for p in dict.fromkeys(new.depends_on))
+        made.append(TaskCreated(task=task, created=True))
         wake.ready |= status is TaskStatus.READY
         wake.due |= status is TaskStatus.SCHEDULED
     conn.executemany(Q["task_insert"], inserts)
@@ -82,54 +78,32 @@ def task_create_many(
         conn.executemany(Q["task_dep_insert"], edges)
         marked = list(dict.fromkeys(edge["parent_id"] for edge in edges))
         conn.execute(Q["task_mark_has_dependents"], {"ids": dumps(marked)})
-    return results
+    return rules.in_input_order(slots, made)
 
 
 def _existing_by_idempotency_key(
     conn: sqlite3.Connection, tasks: Sequence[NewTask]
 ) -> dict[tuple[str, str], Task]:
-    known: dict[tuple[str, str], Task] = {}
     keys: dict[str, list[str]] = {}
     for new in tasks:
         if new.idempotency_key is not None:
             keys.setdefault(new.tenant_id, []).append(new.idempotency_key)
+    known: dict[tuple[str, str], Task] = {}
     for tenant_id, wanted in keys.items():
-        found = conn.execute(
-            Q["task_find_by_idempotency_keys"], {"tenant_id": tenant_id, "keys": dumps(wanted)}
-        )
-        for row in _dicts(found):
+        params = {"tenant_id": tenant_id, "keys": dumps(wanted)}
+        for row in _dicts(conn.execute(Q["task_find_by_idempotency_keys"], params)):
             known[tenant_id, row["idempotency_key"]] = rows.task(row, D)
     return known
 
 
-def _parent_states(conn: sqlite3.Connection, tasks: Sequence[NewTask]) -> dict[str, str]:
-    """Status of every parent named in ``tasks``; ``ValidationError`` for an unknown one (or one
-    of another tenant)."""
-    wanted = list(dict.fromkeys(parent for new in tasks for parent in new.depends_on))
-    if not wanted:
-        return {}
-    found = {
-        row[0]: (row[1], row[2])
-        for row in conn.execute(Q["task_parent_states"], {"ids": dumps(wanted)}).fetchall()
-    }
-    for new in tasks:
-        for parent in new.depends_on:
-            owner = found.get(parent)
-            if owner is None or owner[0] != new.tenant_id:
-                raise ValidationError(rules.unknown_parent(parent), "depends_on")
-    return {parent: status for parent, (_, status) in found.items()}
-
-
-def _insert_row(
-    new: NewTask, task: Task, target_type: str, pending: int, now: int
-) -> dict[str, Any]:
+def _insert_row(new: NewTask, task: Task, pending: int, now: int) -> dict[str, Any]:
     return {
         "id": task.id,
         "tenant_id": new.tenant_id,
         "name": new.name,
         "queue": new.queue,
         "status": task.status.value,
-        "target_type": target_type,
+        "target_type": rules.target_type(new),
         "target": dumps(new.target),
         "payload": new.payload_json,
         "idempotency_key": new.idempotency_key,
@@ -181,7 +155,7 @@ def task_claim(conn: sqlite3.Connection, now: int, request: ClaimRequest) -> lis
         limited = conn.execute(Q["queue_limited"], params).fetchall()
     else:  # the dispatcher: only limited queues with ready push tasks
         limited = conn.execute(Q["queue_limited_ready_push"], params).fetchall()
-    worker_only = request.target_types == {TargetType.WORKER}
+    worker_only = rules.claim_targets(request) == "worker"
     query = Q["task_claim_limited_worker" if worker_only else "task_claim_limited"]
     for tenant_id, queue, max_concurrency in limited:
         if room <= 0:
