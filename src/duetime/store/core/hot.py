@@ -21,7 +21,7 @@ from duetime.store.isolation import readable
 from duetime.types import ClaimRequest, Lease, NewTask, TargetType, Task, TaskCreated, TaskStatus
 
 DEPENDENCY_FAILED = "a task it depends on failed or was cancelled"
-"""``last_error`` of a task failed by its parents (``task_insert`` in PostgreSQL's ``hot_batch.sql`` writes the same text)."""
+"""``last_error`` of a task failed by its parents (PostgreSQL's ``task_insert`` says it too)."""
 
 ClaimKind = Literal["push", "worker", "any"]
 
