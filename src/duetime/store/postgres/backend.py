@@ -6,7 +6,7 @@ Every contract is the one written in :mod:`duetime.store.protocols`. How this ba
   is the injected clock's ``pinned()`` time (None in production: the database clock decides).
 * Every state change is one ``UPDATE`` conditional on status (and ``lease_id`` for running tasks);
   claims and promotions pick rows with ``FOR UPDATE SKIP LOCKED`` so many nodes never collide.
-* The hot path works in batches (:mod:`.tasks`): one statement creates, promotes, claims or
+* The hot path works in batches (:mod:`.hot`): one statement creates, promotes, claims or
   completes hundreds of tasks, and concurrent single creates share statements (:mod:`.batching`).
 * Statements are written so that PostgreSQL's generic plans stay linear (see ``queries.sql``).
 * Cross-node wake-ups ride on ``LISTEN``/``NOTIFY`` (:mod:`.signals`).
