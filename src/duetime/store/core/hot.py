@@ -8,6 +8,7 @@ Create, claim and complete keep a per-backend strategy (``store/sqlite/hot.py``,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Literal
@@ -229,6 +230,15 @@ def _readable_lease(r: Row, d: type[Decode]) -> Lease | None:
     return found[0] if found else None
 
 
+_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _uuids(ids: Sequence[str]) -> list[str]:
+    """The ids that can name a row (PostgreSQL refuses to compare a uuid column with any other
+    text); the canonical form, which the store hands out, is checked fastest."""
+    return [i for i in ids if _CANONICAL.fullmatch(i) or is_uuid(i)]
+
+
 class HotMethods(Runs):
     """The engine's single-statement task methods of the store protocol, for both backends.
 
@@ -245,7 +255,7 @@ class HotMethods(Runs):
         return await self._run(task_due_ids(limit))
 
     async def task_promote(self, task_ids: Sequence[str]) -> int:
-        wanted = [i for i in task_ids if is_uuid(i)]
+        wanted = _uuids(task_ids)
         if not wanted:
             return 0
         return await self._run(task_promote(wanted), write=True, one=True)
@@ -256,7 +266,7 @@ class HotMethods(Runs):
     async def task_heartbeat(
         self, lease_ids: Sequence[str], extend_seconds: float
     ) -> dict[str, datetime]:
-        wanted = [i for i in lease_ids if is_uuid(i)]
+        wanted = _uuids(lease_ids)
         if not wanted:
             return {}
         return await self._run(task_heartbeat(wanted, extend_seconds), write=True, one=True)
