@@ -22,7 +22,7 @@ import pytest
 from duetime.clock import FakeClock
 from duetime.errors import ConfigError, StoreUnavailable
 from duetime.store import store_from_url
-from duetime.store.sqlite import tasks_api
+from duetime.store.sqlite import hot
 from duetime.store.sqlite.backend import SqliteStore
 from duetime.store.sqlite.driver import split_statements
 from duetime.store.sqlite.queries import QUERIES, parse_queries
@@ -280,14 +280,14 @@ async def test_unique_violation_on_create_becomes_an_idempotent_hit(
     (first,) = await sqlite_store.task_create_many(
         [NewTask(tenant_id="t", target=WORKER, idempotency_key="k")]
     )
-    real = tasks_api._existing_by_idempotency_key
+    real = hot._existing_by_idempotency_key
     calls = []
 
     def blind_once(conn: sqlite3.Connection, tasks: object) -> object:
         calls.append(1)
         return {} if len(calls) == 1 else real(conn, tasks)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(tasks_api, "_existing_by_idempotency_key", blind_once)
+    monkeypatch.setattr(hot, "_existing_by_idempotency_key", blind_once)
     (again,) = await sqlite_store.task_create_many(
         [NewTask(tenant_id="t", target=WORKER, idempotency_key="k")]
     )
@@ -312,7 +312,7 @@ async def test_label_filter_accepts_any_key_text(sqlite_store: SqliteStore) -> N
 
 
 def test_named_queries_load_and_reject_duplicates() -> None:
-    assert "task_claim_push" in QUERIES and "task_finish" in QUERIES
+    assert "task_get" in QUERIES and "task_release_dependents" in QUERIES
     assert all(not sql.rstrip().endswith("--") and sql.strip() for sql in QUERIES.values())
     parsed = parse_queries("-- name: a\nSELECT 1;\n-- says b\n-- name: b\nSELECT 2;\n")
     assert parsed == {"a": "SELECT 1;", "b": "SELECT 2;"}

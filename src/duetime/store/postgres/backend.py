@@ -6,7 +6,7 @@ Every contract is the one written in :mod:`duetime.store.protocols`. How this ba
   is the injected clock's ``pinned()`` time (None in production: the database clock decides).
 * Every state change is one ``UPDATE`` conditional on status (and ``lease_id`` for running tasks);
   claims and promotions pick rows with ``FOR UPDATE SKIP LOCKED`` so many nodes never collide.
-* The hot path works in batches (:mod:`.tasks`): one statement creates, promotes, claims or
+* The hot path works in batches (:mod:`.hot`): one statement creates, promotes, claims or
   completes hundreds of tasks, and concurrent single creates share statements (:mod:`.batching`).
 * Statements are written so that PostgreSQL's generic plans stay linear (see ``queries.sql``).
 * Cross-node wake-ups ride on ``LISTEN``/``NOTIFY`` (:mod:`.signals`).
@@ -32,6 +32,7 @@ from duetime.history.actor import current_actor
 from duetime.ids import is_uuid
 from duetime.store.core.circuits import CircuitMethods
 from duetime.store.core.history import HistoryMethods, acting
+from duetime.store.core.hot import HotMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
@@ -78,6 +79,7 @@ class PostgresStore(
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
+    HotMethods,
     QueueOps,
     QueueingMethods,
     ScheduleMethods,
@@ -161,21 +163,31 @@ class PostgresStore(
             yield conn
 
     async def _run(
-        self, plan: Plan[T], *, write: bool = False, long: bool = False, snapshot: bool = False
+        self,
+        plan: Plan[T],
+        *,
+        write: bool = False,
+        long: bool = False,
+        snapshot: bool = False,
+        one: bool = False,
     ) -> T:
         """Run a core plan (see ``Runs._run``): a write in one transaction, its changes
         attributed to the caller's actor; a read on one pooled connection (in one transaction
-        when ``snapshot``)."""
+        when ``snapshot``); a single statement (``one``) without BEGIN/COMMIT."""
         pinned = self._pinned()
         if not (write or snapshot):
             async with self._connection() as conn:
                 return await driver.run(conn, pinned, plan)
         wake = Woken()
-        if write:
-            plan = acting(plan, current_actor.get())
-        async with self._transaction() as conn:
-            timeout = _MIGRATION_TIMEOUT if long else None
-            result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
+        if one:
+            async with self._connection() as conn:
+                result = await driver.run(conn, pinned, plan, wake)
+        else:
+            if write:
+                plan = acting(plan, current_actor.get())
+            async with self._transaction() as conn:
+                timeout = _MIGRATION_TIMEOUT if long else None
+                result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
         if wake.ready:
             self.ready_signal.notify()
         if wake.due:

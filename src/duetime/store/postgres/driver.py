@@ -43,6 +43,7 @@ T = TypeVar("T")
 FILES = (
     "circuits.sql",
     "history.sql",
+    "hot.sql",
     "leases.sql",
     "lifecycle.sql",
     "notifications.sql",
