@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 
 from duetime.store import store_from_url
+from duetime.store.postgres import driver
 from duetime.store.postgres.hot import Q
-from duetime.store.postgres.queues import QQ
 from duetime.types import ClaimRequest, NewTask, QueueSettings, TargetType
 
 WORKER = {"type": "worker"}
@@ -98,7 +98,7 @@ async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
             ),
             "task_leases_get": (
                 (
-                    QQ["task_leases_get"],
+                    driver.QUERIES["task_leases_get"].text,
                     "uuid[], text",
                     "'{00000000-0000-4000-8000-000000000000}', 't'",
                 ),

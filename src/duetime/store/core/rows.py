@@ -366,3 +366,14 @@ def schedule_revision(r: Row, d: type[Decode]) -> ScheduleRevision:
         before=orjson.loads(r["before"]),
         after=orjson.loads(r["after"]),
     )
+
+
+def task_and_dependents(r: Row, d: type[Decode]) -> tuple[Task, bool]:
+    """A ``tasks`` row as its :class:`Task` and whether other tasks depend on it."""
+    return task(r, d), d.flag(r["has_dependents"])
+
+
+def attempt_or_none(r: Row, d: type[Decode]) -> Attempt | None:
+    """A row of ``attempt_list`` (tasks left-joined to attempts): None for a task's row without
+    an attempt."""
+    return None if r["number"] is None else attempt(r, d)

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.ids import new_id
 from duetime.store.core import rows
+from duetime.store.core.dependencies import fail_dependents
 from duetime.store.core.plan import (
     NOW,
     Decode,
@@ -343,9 +344,7 @@ def schedule_delete(
     cancelled: list[tuple[str, bool]] = yield all_(
         "schedule_tasks_cancel_pending", _cancelled, schedule_id=schedule_id
     )
-    parents = [task_id for task_id, has_dependents in cancelled if has_dependents]
-    if parents:
-        yield execute("task_deps_fail", parent_ids=parents)
+    yield from fail_dependents([task_id for task_id, has_dependents in cancelled if has_dependents])
     yield from _revision(schedule_id, "delete", actor, before, {"deleted": True})
     return len(cancelled)
 

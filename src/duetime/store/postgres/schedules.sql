@@ -181,24 +181,3 @@ DELETE FROM schedule_ticks
 WHERE schedule_id = :schedule_id AND nominal > :after
   AND outcome IN ('fired', 'dst_shifted', 'dst_skipped', 'caught_up', 'skipped_overlap')
   AND (task_id IS NULL OR task_id = ANY(:task_ids::uuid[]));
-
--- Seam: the tasks domain's rule, used by schedule_delete. Delete this copy when the tasks
--- domain's .sql file defines task_deps_fail (the loader refuses a name defined twice).
--- name: task_deps_fail
--- Parents :parent_ids failed or were cancelled: every blocked descendant fails (transitively).
-WITH RECURSIVE doomed(id) AS (
-    SELECT d.child_id FROM task_deps d
-    JOIN tasks c ON c.id = d.child_id AND c.status = 'blocked'
-    WHERE d.parent_id = ANY(:parent_ids::uuid[])
-  UNION
-    SELECT d.child_id FROM doomed
-    JOIN task_deps d ON d.parent_id = doomed.id
-    JOIN tasks c ON c.id = d.child_id AND c.status = 'blocked'
-)
-UPDATE tasks t SET
-    status = 'failed',
-    last_error = 'a task it depends on failed or was cancelled',
-    finished_at = coalesce(:now::timestamptz, now()),
-    version = t.version + 1,
-    updated_at = coalesce(:now::timestamptz, now())
-WHERE t.id IN (SELECT id FROM doomed) AND t.status = 'blocked';

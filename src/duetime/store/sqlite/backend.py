@@ -30,31 +30,24 @@ from duetime.history.actor import current_actor
 from duetime.store.core.circuits import CircuitMethods
 from duetime.store.core.history import HistoryMethods, acting
 from duetime.store.core.hot import HotMethods
+from duetime.store.core.leadership import LeadershipMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.schedules import ScheduleMethods
+from duetime.store.core.tasks import TaskMethods
 from duetime.store.core.tenancy import TenancyMethods
 from duetime.store.sql import migrations
 from duetime.store.sqlite import (
     driver,
-    leadership,
-    queues,
-    tasks_api,
 )
 from duetime.store.sqlite.history import SqliteHistory
 from duetime.store.sqlite.hot import SqliteHot
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
 from duetime.store.sqlite.signals import LocalSignal, Wakeups
-from duetime.types import (
-    Attempt,
-    Task,
-    TaskFilter,
-    TaskPatch,
-)
 
 __all__ = ["SqliteStore"]
 
@@ -87,10 +80,11 @@ class SqliteStore(
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
+    TaskMethods,
+    LeadershipMethods,
     HotMethods,
     SqliteHot,
     QueueingMethods,
-    queues.QueueOps,
     ScheduleMethods,
     NotificationMethods,
     SqliteHistory,
@@ -273,55 +267,8 @@ class SqliteStore(
         finally:
             executor.shutdown(wait=False)
 
-    async def ping(self) -> None:
-        await self._read(lambda conn, now: conn.execute(Q["ping"]).fetchone())
-
     async def now(self) -> datetime:
         return self._now()
-
-    # -- tasks: the API's side -----------------------------------------------------------------
-
-    async def task_get(self, tenant_id: str, task_id: str) -> Task | None:
-        return await self._read(lambda conn, now: tasks_api.task_get(conn, now, tenant_id, task_id))
-
-    async def task_list(self, query: TaskFilter) -> list[Task]:
-        return await self._read(lambda conn, now: tasks_api.task_list(conn, now, query))
-
-    async def task_update(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
-        wake = Wakeups()
-        task = await self._write(
-            lambda conn, now: tasks_api.task_update(conn, now, tenant_id, task_id, patch, wake)
-        )
-        self._fire(wake)
-        return task
-
-    async def task_cancel(self, tenant_id: str, task_id: str) -> Task:
-        return await self._write(
-            lambda conn, now: tasks_api.task_cancel(conn, now, tenant_id, task_id)
-        )
-
-    async def task_retry(self, tenant_id: str, task_id: str) -> Task:
-        wake = Wakeups()
-        task = await self._write(
-            lambda conn, now: tasks_api.task_retry(conn, now, tenant_id, task_id, wake)
-        )
-        self._fire(wake)
-        return task
-
-    async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
-        return await self._read(
-            lambda conn, now: tasks_api.attempt_list(conn, now, tenant_id, task_id)
-        )
-
-    # -- leadership ----------------------------------------------------------------------------
-
-    async def leader_attempt_elect(self, name: str, node_id: str, ttl_seconds: float) -> bool:
-        return await self._write(
-            lambda conn, now: leadership.leader_attempt_elect(conn, now, name, node_id, ttl_seconds)
-        )
-
-    async def leader_resign(self, name: str, node_id: str) -> None:
-        await self._write(lambda conn, now: leadership.leader_resign(conn, now, name, node_id))
 
 
 def private_file(path: Path) -> None:

@@ -33,13 +33,16 @@ T = TypeVar("T")
 
 FILES = (
     "circuits.sql",
+    "dependencies.sql",
     "history.sql",
     "hot.sql",
+    "leadership.sql",
     "leases.sql",
     "lifecycle.sql",
     "notifications.sql",
     "queueing.sql",
     "schedules.sql",
+    "tasks.sql",
     "tenancy.sql",
 )
 """The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""

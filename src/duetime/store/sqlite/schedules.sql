@@ -162,25 +162,3 @@ DELETE FROM schedule_ticks
 WHERE schedule_id = :schedule_id AND nominal > :after
   AND outcome IN ('fired', 'dst_shifted', 'dst_skipped', 'caught_up', 'skipped_overlap')
   AND (task_id IS NULL OR task_id IN (SELECT value FROM json_each(:task_ids)));
-
--- Seam: the tasks domain's rule, used by schedule_delete. Delete this copy when the tasks
--- domain's .sql file defines task_deps_fail (the loader refuses a name defined twice).
--- name: task_deps_fail
--- Parents :parent_ids failed or were cancelled: every blocked descendant fails (transitively).
-WITH RECURSIVE doomed (id) AS (
-    SELECT d.child_id
-    FROM task_deps AS d JOIN tasks AS c ON c.id = d.child_id
-    WHERE d.parent_id IN (SELECT value FROM json_each(:parent_ids)) AND c.status = 'blocked'
-    UNION
-    SELECT d.child_id
-    FROM doomed JOIN task_deps AS d ON d.parent_id = doomed.id
-    JOIN tasks AS c ON c.id = d.child_id
-    WHERE c.status = 'blocked'
-)
-UPDATE tasks SET
-    status = 'failed',
-    version = version + 1,
-    updated_at = :now,
-    finished_at = :now,
-    last_error = 'a task it depends on failed or was cancelled'
-WHERE id IN (SELECT id FROM doomed) AND status = 'blocked';

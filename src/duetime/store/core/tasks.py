@@ -1,0 +1,172 @@
+"""Tasks as the API reads and changes them (get, list, patch, cancel, replay, attempts, leases),
+once for both backends.
+
+A change is one ``UPDATE`` conditional on the statuses that allow it, so it cannot race another
+writer; when it matches nothing, the task is read to tell ``NotFound`` from ``Conflict``. Task
+and lease ids are UUIDs: anything else names no task (PostgreSQL could not even compare it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from duetime.errors import Conflict, NotFound, ValidationError
+from duetime.ids import is_uuid
+from duetime.store.core import rows
+from duetime.store.core.dependencies import fail_dependents
+from duetime.store.core.plan import Plan, Wake, all_, one, wake_for
+from duetime.store.core.runner import Runs
+from duetime.types import (
+    PATCHABLE_STATUSES,
+    Attempt,
+    Lease,
+    Task,
+    TaskFilter,
+    TaskPatch,
+    TaskStatus,
+)
+
+PATCHABLE = sorted(s.value for s in PATCHABLE_STATUSES)
+CANCELLABLE = [s.value for s in TaskStatus if not s.terminal]
+"""Waiting tasks are cancelled at once; a running one is flagged and ends with its attempt."""
+REPLAYABLE = [TaskStatus.FAILED.value, TaskStatus.CANCELLED.value]
+
+
+def task_get(tenant_id: str, task_id: str) -> Plan[Task | None]:
+    if not is_uuid(task_id):
+        return None
+    found: Task | None = yield one("task_get", rows.task, tenant_id=tenant_id, id=task_id)
+    return found
+
+
+def task_list(query: TaskFilter) -> Plan[list[Task]]:
+    """Newest first (id descending), after ``query.cursor``, every filter applied."""
+    if query.cursor is not None and not is_uuid(query.cursor):
+        raise ValidationError("cursor is not one this server issued", field="cursor")
+    if query.limit <= 0:
+        return []
+    statuses = list(dict.fromkeys(str(status) for status in query.statuses))
+    found: list[Task] = yield all_(
+        "task_list",
+        rows.task,
+        tenant_id=query.tenant_id,
+        statuses=statuses or None,
+        queue=query.queue,
+        name=query.name,
+        schedule_id=query.schedule_id,
+        labels=dict(query.labels) or None,
+        run_after=query.run_after,
+        run_before=query.run_before,
+        cursor=query.cursor,
+        limit=query.limit,
+    )
+    return found
+
+
+def _refusal(tenant_id: str, task_id: str, action: str) -> Plan[Exception]:
+    """Why a conditional change matched nothing: the task is not the tenant's, or its status."""
+    task = yield from task_get(tenant_id, task_id)
+    if task is None:
+        return NotFound(f"no task {task_id}")
+    return Conflict(f"cannot {action} task {task_id}: it is {task.status}")
+
+
+def task_update(tenant_id: str, task_id: str, patch: TaskPatch) -> Plan[Task]:
+    """Patch a waiting task; a new ``run_at`` moves ``due_at`` and may flip ready/scheduled."""
+    task: Task | None = None
+    if is_uuid(task_id):
+        task = yield one(
+            "task_update",
+            rows.task,
+            id=task_id,
+            tenant_id=tenant_id,
+            statuses=PATCHABLE,
+            run_at=patch.run_at,
+            payload=patch.payload_json,
+            priority=patch.priority,
+            labels=None if patch.labels is None else dict(patch.labels),
+        )
+    if task is None:
+        raise (yield from _refusal(tenant_id, task_id, "update"))
+    if patch.run_at is not None:
+        yield wake_for([task.status])
+    return task
+
+
+def task_cancel(tenant_id: str, task_id: str) -> Plan[Task]:
+    """Cancel a waiting task (failing its dependents) or flag a running one."""
+    found: tuple[Task, bool] | None = None
+    if is_uuid(task_id):
+        found = yield one(
+            "task_cancel",
+            rows.task_and_dependents,
+            id=task_id,
+            tenant_id=tenant_id,
+            statuses=CANCELLABLE,
+        )
+    if found is None:
+        raise (yield from _refusal(tenant_id, task_id, "cancel"))
+    task, has_dependents = found
+    if task.status is TaskStatus.CANCELLED and has_dependents:
+        yield from fail_dependents([task.id])
+    return task
+
+
+def task_retry(tenant_id: str, task_id: str) -> Plan[Task]:
+    """Replay a failed or cancelled task as a new attempt series, ready now."""
+    task: Task | None = None
+    if is_uuid(task_id):
+        task = yield one(
+            "task_retry", rows.task, id=task_id, tenant_id=tenant_id, statuses=REPLAYABLE
+        )
+    if task is None:
+        raise (yield from _refusal(tenant_id, task_id, "retry"))
+    yield Wake(ready=True)
+    return task
+
+
+def attempt_list(tenant_id: str, task_id: str) -> Plan[list[Attempt]]:
+    """Every attempt of the task, by number; one row without an attempt when it has none."""
+    found: list[Attempt | None] = []
+    if is_uuid(task_id):
+        found = yield all_("attempt_list", rows.attempt_or_none, id=task_id, tenant_id=tenant_id)
+    if not found:
+        raise NotFound(f"no task {task_id}")
+    return [attempt for attempt in found if attempt is not None]
+
+
+def task_leases_get(lease_ids: Sequence[str], tenant_id: str | None) -> Plan[dict[str, Lease]]:
+    wanted = sorted({lease_id for lease_id in lease_ids if is_uuid(lease_id)})
+    if not wanted:
+        return {}
+    found: list[Lease] = yield all_(
+        "task_leases_get", rows.lease, lease_ids=wanted, tenant_id=tenant_id
+    )
+    return {lease.lease_id: lease for lease in found}
+
+
+class TaskMethods(Runs):
+    """The API's task methods of :class:`~duetime.store.protocols.Store`, for both backends."""
+
+    async def task_get(self, tenant_id: str, task_id: str) -> Task | None:
+        return await self._run(task_get(tenant_id, task_id))
+
+    async def task_list(self, query: TaskFilter) -> list[Task]:
+        return await self._run(task_list(query))
+
+    async def task_update(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
+        return await self._run(task_update(tenant_id, task_id, patch), write=True)
+
+    async def task_cancel(self, tenant_id: str, task_id: str) -> Task:
+        return await self._run(task_cancel(tenant_id, task_id), write=True)
+
+    async def task_retry(self, tenant_id: str, task_id: str) -> Task:
+        return await self._run(task_retry(tenant_id, task_id), write=True)
+
+    async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
+        return await self._run(attempt_list(tenant_id, task_id))
+
+    async def task_leases_get(
+        self, lease_ids: Sequence[str], *, tenant_id: str | None = None
+    ) -> dict[str, Lease]:
+        return await self._run(task_leases_get(lease_ids, tenant_id))
