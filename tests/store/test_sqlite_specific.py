@@ -127,7 +127,7 @@ async def test_calls_on_a_closed_or_unmigrated_store_raise_store_unavailable(
     await store.open()
     try:
         with pytest.raises(StoreUnavailable, match="migrate"):
-            await store.task_get("t", "x")
+            await store.task_get("t", "00000000-0000-4000-8000-000000000000")
     finally:
         await store.close()
     with pytest.raises(StoreUnavailable):
