@@ -9,12 +9,14 @@ and lease ids are UUIDs: anything else names no task (PostgreSQL could not even 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
 
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.ids import is_uuid
 from duetime.store.core import rows
 from duetime.store.core.dependencies import fail_dependents
-from duetime.store.core.plan import Plan, Wake, all_, one, wake_for
+from duetime.store.core.plan import Into, Plan, Wake, all_, one, wake_for
 from duetime.store.core.runner import Runs
 from duetime.types import (
     PATCHABLE_STATUSES,
@@ -46,48 +48,31 @@ def task_list(query: TaskFilter) -> Plan[list[Task]]:
     if query.limit <= 0:
         return []
     statuses = list(dict.fromkeys(str(status) for status in query.statuses))
-    found: list[Task] = yield all_(
-        "task_list",
-        rows.task,
-        tenant_id=query.tenant_id,
-        statuses=statuses or None,
-        queue=query.queue,
-        name=query.name,
-        schedule_id=query.schedule_id,
-        labels=dict(query.labels) or None,
-        run_after=query.run_after,
-        run_before=query.run_before,
-        cursor=query.cursor,
-        limit=query.limit,
-    )
+    labels = dict(query.labels) or None
+    params = asdict(query) | {"statuses": statuses or None, "labels": labels}
+    found: list[Task] = yield all_("task_list", rows.task, **params)
     return found
 
 
-def _refusal(tenant_id: str, task_id: str, action: str) -> Plan[Exception]:
-    """Why a conditional change matched nothing: the task is not the tenant's, or its status."""
-    task = yield from task_get(tenant_id, task_id)
-    if task is None:
-        return NotFound(f"no task {task_id}")
-    return Conflict(f"cannot {action} task {task_id}: it is {task.status}")
+def _change(query: str, tenant_id: str, task_id: str, into: Into, **params: Any) -> Plan[Any]:
+    """Run ``query``, one ``UPDATE`` of the task conditional on ``params["statuses"]``, and return
+    its row; when it matches nothing, ``NotFound`` (not the tenant's task) or ``Conflict``."""
+    found = None
+    if is_uuid(task_id):
+        found = yield one(query, into, id=task_id, tenant_id=tenant_id, **params)
+    if found is None:
+        task = yield from task_get(tenant_id, task_id)
+        if task is None:
+            raise NotFound(f"no task {task_id}")
+        raise Conflict(f"cannot {query.removeprefix('task_')} task {task_id}: it is {task.status}")
+    return found
 
 
 def task_update(tenant_id: str, task_id: str, patch: TaskPatch) -> Plan[Task]:
     """Patch a waiting task; a new ``run_at`` moves ``due_at`` and may flip ready/scheduled."""
-    task: Task | None = None
-    if is_uuid(task_id):
-        task = yield one(
-            "task_update",
-            rows.task,
-            id=task_id,
-            tenant_id=tenant_id,
-            statuses=PATCHABLE,
-            run_at=patch.run_at,
-            payload=patch.payload_json,
-            priority=patch.priority,
-            labels=None if patch.labels is None else dict(patch.labels),
-        )
-    if task is None:
-        raise (yield from _refusal(tenant_id, task_id, "update"))
+    task: Task = yield from _change(
+        "task_update", tenant_id, task_id, rows.task, statuses=PATCHABLE, **asdict(patch)
+    )
     if patch.run_at is not None:
         yield wake_for([task.status])
     return task
@@ -95,17 +80,9 @@ def task_update(tenant_id: str, task_id: str, patch: TaskPatch) -> Plan[Task]:
 
 def task_cancel(tenant_id: str, task_id: str) -> Plan[Task]:
     """Cancel a waiting task (failing its dependents) or flag a running one."""
-    found: tuple[Task, bool] | None = None
-    if is_uuid(task_id):
-        found = yield one(
-            "task_cancel",
-            rows.task_and_dependents,
-            id=task_id,
-            tenant_id=tenant_id,
-            statuses=CANCELLABLE,
-        )
-    if found is None:
-        raise (yield from _refusal(tenant_id, task_id, "cancel"))
+    found: tuple[Task, bool] = yield from _change(
+        "task_cancel", tenant_id, task_id, rows.task_and_dependents, statuses=CANCELLABLE
+    )
     task, has_dependents = found
     if task.status is TaskStatus.CANCELLED and has_dependents:
         yield from fail_dependents([task.id])
@@ -114,13 +91,9 @@ def task_cancel(tenant_id: str, task_id: str) -> Plan[Task]:
 
 def task_retry(tenant_id: str, task_id: str) -> Plan[Task]:
     """Replay a failed or cancelled task as a new attempt series, ready now."""
-    task: Task | None = None
-    if is_uuid(task_id):
-        task = yield one(
-            "task_retry", rows.task, id=task_id, tenant_id=tenant_id, statuses=REPLAYABLE
-        )
-    if task is None:
-        raise (yield from _refusal(tenant_id, task_id, "retry"))
+    task: Task = yield from _change(
+        "task_retry", tenant_id, task_id, rows.task, statuses=REPLAYABLE
+    )
     yield Wake(ready=True)
     return task
 

@@ -33,7 +33,7 @@ UPDATE tasks t SET
         WHEN :run_at::timestamptz IS NULL OR t.status = 'blocked' THEN t.status
         WHEN :run_at::timestamptz <= coalesce(:now::timestamptz, now()) THEN 'ready'
         ELSE 'scheduled' END,
-    payload = coalesce(:payload::text, t.payload),
+    payload = coalesce(:payload_json::text, t.payload),
     priority = coalesce(:priority::int, t.priority),
     labels = coalesce(:labels::jsonb, t.labels),
     version = t.version + 1,

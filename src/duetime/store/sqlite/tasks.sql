@@ -44,7 +44,7 @@ UPDATE tasks SET
         WHEN :run_at IS NULL OR status = 'blocked' THEN status
         WHEN :run_at <= :now THEN 'ready'
         ELSE 'scheduled' END,
-    payload = coalesce(:payload, payload),
+    payload = coalesce(:payload_json, payload),
     priority = coalesce(:priority, priority),
     labels = coalesce(:labels, labels),
     version = version + 1,
