@@ -9,7 +9,7 @@ and lease ids are UUIDs: anything else names no task (PostgreSQL could not even 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 from duetime.errors import Conflict, NotFound, ValidationError
@@ -34,6 +34,11 @@ CANCELLABLE = [s.value for s in TaskStatus if not s.terminal]
 REPLAYABLE = [TaskStatus.FAILED.value, TaskStatus.CANCELLED.value]
 
 
+def _fields(value: Any) -> dict[str, Any]:
+    """A dataclass's fields by name (``dataclasses.asdict`` deep-copies them, slowly)."""
+    return {field.name: getattr(value, field.name) for field in fields(value)}
+
+
 def task_get(tenant_id: str, task_id: str) -> Plan[Task | None]:
     if not is_uuid(task_id):
         return None
@@ -49,7 +54,7 @@ def task_list(query: TaskFilter) -> Plan[list[Task]]:
         return []
     statuses = list(dict.fromkeys(str(status) for status in query.statuses))
     labels = dict(query.labels) or None
-    params = asdict(query) | {"statuses": statuses or None, "labels": labels}
+    params = _fields(query) | {"statuses": statuses or None, "labels": labels}
     found: list[Task] = yield all_("task_list", rows.task, **params)
     return found
 
@@ -71,7 +76,7 @@ def _change(query: str, tenant_id: str, task_id: str, into: Into, **params: Any)
 def task_update(tenant_id: str, task_id: str, patch: TaskPatch) -> Plan[Task]:
     """Patch a waiting task; a new ``run_at`` moves ``due_at`` and may flip ready/scheduled."""
     task: Task = yield from _change(
-        "task_update", tenant_id, task_id, rows.task, statuses=PATCHABLE, **asdict(patch)
+        "task_update", tenant_id, task_id, rows.task, statuses=PATCHABLE, **_fields(patch)
     )
     if patch.run_at is not None:
         yield wake_for([task.status])
