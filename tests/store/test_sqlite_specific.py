@@ -312,7 +312,7 @@ async def test_label_filter_accepts_any_key_text(sqlite_store: SqliteStore) -> N
 
 
 def test_named_queries_load_and_reject_duplicates() -> None:
-    assert "task_get" in QUERIES and "task_release_dependents" in QUERIES
+    assert "begin_immediate" in QUERIES and "task_release_dependents" in QUERIES
     assert all(not sql.rstrip().endswith("--") and sql.strip() for sql in QUERIES.values())
     parsed = parse_queries("-- name: a\nSELECT 1;\n-- says b\n-- name: b\nSELECT 2;\n")
     assert parsed == {"a": "SELECT 1;", "b": "SELECT 2;"}
