@@ -25,13 +25,16 @@ def ping() -> Plan[None]:
 
 
 class LeadershipMethods(Runs):
-    """``leader_attempt_elect``, ``leader_resign`` and ``ping`` of both backends."""
+    """``leader_attempt_elect``, ``leader_resign`` and ``ping`` of both backends (each one
+    statement: no transaction around it on PostgreSQL)."""
 
     async def leader_attempt_elect(self, name: str, node_id: str, ttl_seconds: float) -> bool:
-        return await self._run(leader_attempt_elect(name, node_id, ttl_seconds), write=True)
+        return await self._run(
+            leader_attempt_elect(name, node_id, ttl_seconds), write=True, one=True
+        )
 
     async def leader_resign(self, name: str, node_id: str) -> None:
-        await self._run(leader_resign(name, node_id), write=True)
+        await self._run(leader_resign(name, node_id), write=True, one=True)
 
     async def ping(self) -> None:
         """One round trip; ``StoreUnavailable`` when it cannot be made."""
