@@ -16,12 +16,12 @@ from typing import Literal
 from duetime.errors import ValidationError
 from duetime.ids import is_uuid
 from duetime.store.core import rows
+from duetime.store.core.dependencies import DEPENDENCY_FAILED
 from duetime.store.core.plan import Decode, Plan, Row, Wake, all_, count, one
 from duetime.store.core.runner import Runs
 from duetime.store.isolation import readable
 from duetime.types import ClaimRequest, Lease, NewTask, TargetType, Task, TaskCreated, TaskStatus
 
-DEPENDENCY_FAILED = "a task it depends on failed or was cancelled"
 """``last_error`` of a task failed by its parents (PostgreSQL's ``task_insert`` says it too)."""
 
 ClaimKind = Literal["push", "worker", "any"]

@@ -24,12 +24,13 @@ from duetime.errors import Conflict, ValidationError
 from duetime.ids import is_uuid, new_id
 from duetime.store.core import hot as rules
 from duetime.store.core import rows
+from duetime.store.core.dependencies import fail_dependents
 from duetime.store.core.plan import wake_for
+from duetime.store.postgres import driver
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.driver import PgDecode as D
 from duetime.store.postgres.rows import task_input_records
 from duetime.store.postgres.signals import PgSignal
-from duetime.store.postgres.sql import QUERIES as OLD
 from duetime.store.recorded import recordable, recorded_result
 from duetime.store.sql import load
 from duetime.types import (
@@ -401,6 +402,6 @@ async def _settle_dependents(
     if succeeded:
         found = await conn.fetch(*bind("task_deps_release", now=pinned, parent_ids=succeeded))
         woken = [r["status"] for r in found]
-    if doomed:  # the statement task_cancel shares (queries.sql)
-        await conn.execute(OLD["task_deps_fail"], pinned, doomed)
+    if doomed:  # the rule task_cancel and schedule_delete share
+        await driver.run(conn, pinned, fail_dependents(doomed))
     return woken

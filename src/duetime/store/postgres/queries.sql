@@ -21,21 +21,3 @@ SELECT coalesce($1::timestamptz, now());
 -- name: notify
 SELECT pg_notify($1, $2);
 
--- name: task_deps_fail
--- Parents $2 failed or were cancelled: every blocked descendant fails (transitively).
-WITH RECURSIVE doomed(id) AS (
-    SELECT d.child_id FROM task_deps d
-    JOIN tasks c ON c.id = d.child_id AND c.status = 'blocked'
-    WHERE d.parent_id = ANY($2::uuid[])
-  UNION
-    SELECT d.child_id FROM doomed
-    JOIN task_deps d ON d.parent_id = doomed.id
-    JOIN tasks c ON c.id = d.child_id AND c.status = 'blocked'
-)
-UPDATE tasks t SET
-    status = 'failed',
-    last_error = 'a task it depends on failed or was cancelled',
-    finished_at = coalesce($1::timestamptz, now()),
-    version = t.version + 1,
-    updated_at = coalesce($1::timestamptz, now())
-WHERE t.id IN (SELECT id FROM doomed) AND t.status = 'blocked';
