@@ -1,7 +1,17 @@
-.PHONY: check test lint fmt types serve bench
+.PHONY: check test test-unit lint fmt types serve bench
 
-check: ## what CI runs: lint, format, types, tests
+PYTEST = .venv/bin/python -m pytest -q -p no:cacheprovider
+
+check: ## what CI runs: lint, format, types, every test (both stores, acceptance and faults)
 	scripts/test
+
+test: ## the local default: unit, store conformance on both stores, API/engine on SQLite
+	scripts/bootstrap dev
+	$(PYTEST) $(ARGS)
+
+test-unit: ## tests/unit only: no database server, no running node (seconds)
+	scripts/bootstrap dev
+	$(PYTEST) tests/unit $(ARGS)
 
 lint:
 	.venv/bin/ruff check src tests benchmarks

@@ -1,8 +1,22 @@
-"""Fixtures shared by every test layer.
+"""Fixtures shared by every test layer, and the layers themselves.
+
+The layers, by cost (CONTRIBUTING.md lists the commands and what each takes):
+
+- ``unit`` (``tests/unit``): no database server, no running ``duetime`` node; seconds.
+- store conformance (``tests/store``): every test on both backends, always.
+- API and engine (every other directory using the ``store`` fixture, and ``tests/contract``): on
+  the backends ``--store`` names (``sqlite``, ``postgres`` or ``both``; else the environment's
+  ``DUETIME_TEST_STORES``; default ``sqlite``). CI runs ``--store=both``. Tests that need
+  PostgreSQL itself (several nodes, LISTEN/NOTIFY, killed sessions) ask for ``pg_url`` and run on
+  it whatever ``--store`` says.
+- ``acceptance`` and ``faults``: real ``duetime`` processes. Opt-in locally, skipped with the way
+  to run them unless ``--run-slow`` is given, ``-m`` names their marker, the command line names
+  their file or directory, or ``CI`` is set; ``scripts/test`` (CI) always passes ``--run-slow``.
 
 PostgreSQL: ``DUETIME_TEST_PG_URL`` names a server and a database we may connect to in order to
 create others (default: the local trust-auth server). Each test gets a fresh database cloned from
-a migrated template made once per test process, so tests never see each other's rows.
+a migrated template made once per test process, so tests never see each other's rows. A server
+that does not answer fails the test with a one-line instruction; it is never skipped.
 """
 
 from __future__ import annotations
@@ -10,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import re
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -23,6 +38,102 @@ from duetime.clock import FakeClock
 from duetime.store import Store, store_from_url
 
 PG_ADMIN_URL = os.environ.get("DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+STORES = ("sqlite", "postgres")
+HERE = Path(__file__).resolve().parent
+LAYER_MARKERS = {"unit": HERE / "unit", "conformance": HERE / "store"}
+SLOW_DIRS = {"acceptance": HERE / "acceptance", "faults": HERE / "faults"}
+"""Markers of the tests that drive real processes, and the directories that hold them."""
+
+
+# -- layers: which backends, which markers, what runs by default -----------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("duetime")
+    group.addoption(
+        "--store",
+        choices=("sqlite", "postgres", "both"),
+        default=None,
+        help="backends of the API and engine tests (tests/store always runs on both); "
+        "default: $DUETIME_TEST_STORES, else sqlite",
+    )
+    group.addoption(
+        "--run-slow",
+        action="store_true",
+        help="run the acceptance and fault tests (real processes); CI and scripts/test do",
+    )
+
+
+def selected_stores(config: pytest.Config) -> tuple[str, ...]:
+    """The backends ``--store`` (or ``DUETIME_TEST_STORES``) names for the API and engine tests."""
+    choice = config.getoption("--store") or os.environ.get("DUETIME_TEST_STORES") or "sqlite"
+    if choice == "both":
+        return STORES
+    names = tuple(name.strip() for name in choice.split(",") if name.strip())
+    if not names or any(name not in STORES for name in names):
+        raise pytest.UsageError(
+            f"DUETIME_TEST_STORES={choice!r}: say sqlite, postgres or both (or sqlite,postgres)"
+        )
+    return tuple(name for name in STORES if name in names)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    selected_stores(config)  # a bad DUETIME_TEST_STORES stops the run at once, in one line
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``store_backend`` (behind ``store_url``, ``store`` and the contract ``server``): both
+    backends under tests/store, the selected ones elsewhere. Module-scoped, so a module's tests
+    run on one backend, then on the next."""
+    if "store_backend" in metafunc.fixturenames:
+        path = metafunc.definition.path.resolve()
+        conformance = LAYER_MARKERS["conformance"] in path.parents
+        stores = STORES if conformance else selected_stores(metafunc.config)
+        metafunc.parametrize("store_backend", stores, scope="module")
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _slow_wanted(config: pytest.Config, path: Path, marker: str) -> bool:
+    """Whether a test with the slow ``marker`` in the file at ``path`` runs in this session."""
+    if config.getoption("--run-slow") or _truthy(os.environ.get("CI")):
+        return True
+    if re.search(rf"\b{marker}\b", config.getoption("markexpr", "") or ""):
+        return True
+    for arg in config.args:  # the test's file, or a directory of slow tests, named outright
+        target = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if target == path:
+            return True
+        slow_dir = any(d == target or d in target.parents for d in SLOW_DIRS.values())
+        if slow_dir and target in path.parents:
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its layer (``-m unit``, ``-m conformance``, ``-m acceptance``,
+    ``-m faults``) and skip real-process tests that were not asked for, saying how to ask."""
+    for item in items:
+        path = item.path.resolve()
+        for marker, directory in (*LAYER_MARKERS.items(), *SLOW_DIRS.items()):
+            # tests/faults also holds checks of the invariant checker and of one leader in this
+            # process: only its tests with real processes (the ``procs`` fixture) are ``faults``.
+            if marker == "faults" and "procs" not in getattr(item, "fixturenames", ()):
+                continue
+            if directory in path.parents:
+                item.add_marker(getattr(pytest.mark, marker))
+        slow = [m for m in SLOW_DIRS if item.get_closest_marker(m) is not None]
+        if slow and not _slow_wanted(config, path, slow[0]):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"{slow[0]} test (real duetime processes): opt-in locally; run it with "
+                    f"--run-slow, -m {slow[0]} or by naming its file (make check and CI do)"
+                )
+            )
 
 
 def _with_db(url: str, db: str) -> str:
@@ -84,10 +195,11 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """A fresh store URL, once per backend: tests using it run unchanged against both."""
-    name = "pg_url" if request.param == "postgres" else "sqlite_url"
+@pytest.fixture
+def store_url(store_backend: str, request: pytest.FixtureRequest) -> str:
+    """A fresh store URL, once per backend this test runs on (``store_backend``, see
+    :func:`pytest_generate_tests`): tests using it run unchanged against each."""
+    name = "pg_url" if store_backend == "postgres" else "sqlite_url"
     return str(request.getfixturevalue(name))
 
 

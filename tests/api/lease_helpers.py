@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 
 from duetime.clock import FakeClock
 from duetime.engine.leader import Leader
@@ -52,3 +55,16 @@ async def reap(store: Store, clock: FakeClock) -> int:
     leader = Leader(store, "node-a", ttl_seconds=10, clock=clock)
     await leader.run_once()
     return await Reaper(store, leader, clock, batch=100, interval=1).run_once()
+
+
+async def polls_waiting(app: FastAPI, count: int, within: float = 10.0) -> None:
+    """Return once ``count`` lease calls of ``app`` wait for a task (they claimed, found nothing
+    and now wait on the store's signal): the event a test creates its task after."""
+    deadline = time.monotonic() + within
+    while True:
+        hub = getattr(app.state, "lease_hub", None)
+        waiting = sum(hub._waiting.values()) if hub is not None else 0  # the hub's own count
+        if waiting >= count:
+            return
+        assert time.monotonic() < deadline, f"{waiting} of {count} lease calls waiting"
+        await asyncio.sleep(0.005)

@@ -4,12 +4,12 @@ claim) and GET /v1/workers, on both stores."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
 from api_helpers import assert_problem, case, make_tenant
-from lease_helpers import HTTP, create, lease
+from fastapi import FastAPI
+from lease_helpers import HTTP, create, lease, polls_waiting
 
 from duetime.api import leasing
 from duetime.clock import FakeClock
@@ -125,8 +125,9 @@ async def test_queues_are_per_tenant(api: httpx.AsyncClient, client: httpx.Async
 # -- enforcement -------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("signals_only")
 async def test_paused_queue_is_neither_leased_nor_dispatched(
-    api: httpx.AsyncClient, store: Store, clock: FakeClock
+    app: FastAPI, api: httpx.AsyncClient, store: Store, clock: FakeClock
 ) -> None:
     await put(api, "held", paused=True)
     pulled = await create(api, queue="held")
@@ -137,20 +138,21 @@ async def test_paused_queue_is_neither_leased_nor_dispatched(
     assert (await api.get(f"/v1/tasks/{free['id']}")).json()["status"] == "succeeded"
     assert (await api.get(f"/v1/tasks/{pushed['id']}")).json()["status"] == "ready"
 
-    # A long poll waiting on the paused queue wakes when it is resumed.
-    poll = asyncio.create_task(lease(api, "held", wait_seconds=5))
-    await asyncio.sleep(0.1)
+    # A long poll waiting on the paused queue wakes when it is resumed (signals_only: nothing
+    # else wakes it before its 60 s run out, so no tighter bound is needed).
+    poll = asyncio.create_task(lease(api, "held", wait_seconds=60))
+    await polls_waiting(app, 1)
     assert not poll.done()
-    start = time.monotonic()
     await put(api, "held", paused=False)
-    (got,) = await asyncio.wait_for(poll, 2)
-    assert got["task"]["id"] == pulled["id"] and time.monotonic() - start < 0.5
+    (got,) = await asyncio.wait_for(poll, 20)
+    assert got["task"]["id"] == pulled["id"]
     assert await dispatch_once(store, clock) == 1
     assert (await api.get(f"/v1/tasks/{pushed['id']}")).json()["status"] == "succeeded"
 
 
+@pytest.mark.usefixtures("signals_only")
 async def test_max_concurrency_holds_under_concurrent_lease_calls(
-    api: httpx.AsyncClient,
+    app: FastAPI, api: httpx.AsyncClient
 ) -> None:
     await put(api, "narrow", max_concurrency=2)
     for _ in range(6):
@@ -164,15 +166,15 @@ async def test_max_concurrency_holds_under_concurrent_lease_calls(
     assert await lease(api, "narrow") == []
     assert (await api.get("/v1/queues/narrow")).json()["running"] == 2
 
-    # A poll waiting for room wakes as soon as a slot is freed.
-    poll = asyncio.create_task(lease(api, "narrow", max_tasks=5, wait_seconds=5))
-    await asyncio.sleep(0.1)
+    # A poll waiting for room wakes as soon as a slot is freed (signals_only: only the
+    # completion's signal can wake it before its 60 s run out).
+    poll = asyncio.create_task(lease(api, "narrow", max_tasks=5, wait_seconds=60))
+    await polls_waiting(app, 1)
     assert not poll.done()
-    start = time.monotonic()
     resp = await api.post(f"/v1/leases/{held[0]['lease_id']}/complete")
     assert resp.status_code == 200
-    got = await asyncio.wait_for(poll, 2)
-    assert len(got) == 1 and time.monotonic() - start < 0.5
+    got = await asyncio.wait_for(poll, 20)
+    assert len(got) == 1
     assert (await api.get("/v1/queues/narrow")).json()["running"] == 2
 
 
@@ -221,11 +223,12 @@ async def test_heartbeat_keeps_a_worker_live(
     assert busy["last_seen_at"] == clock.now().isoformat().replace("+00:00", "Z")
 
 
+@pytest.mark.usefixtures("signals_only")
 async def test_long_polls_leave_the_dispatchers_wake_ups_alone(
-    api: httpx.AsyncClient, store: Store, clock: FakeClock
+    app: FastAPI, api: httpx.AsyncClient, store: Store, clock: FakeClock
 ) -> None:
     """Pull workers waiting on the store's ready signal must not take its wake-ups from the
-    dispatcher (which here polls only every 30 s): pushed tasks still go out at once."""
+    dispatcher (which here polls only every 300 s): pushed tasks still go out at once."""
     deliverer = FakeDeliverer()
     d = Dispatcher(
         store,
@@ -234,23 +237,24 @@ async def test_long_polls_leave_the_dispatchers_wake_ups_alone(
         node_id="node-a",
         concurrency=4,
         batch=4,
-        poll_interval=30,
+        poll_interval=300,
         lease_grace=5,
     )
     await d.start()
     running = asyncio.create_task(d.run())
-    polls = [asyncio.create_task(lease(api, "pull", wait_seconds=5)) for _ in range(3)]
+    polls = [asyncio.create_task(lease(api, "pull", wait_seconds=60)) for _ in range(3)]
     try:
-        await asyncio.sleep(0.1)
+        await polls_waiting(app, 3)
+        # Only the ready signal wakes the dispatcher within its 300 s poll, so a delivery within
+        # 20 s proves the wake-up reached it (the bound is generous for a loaded machine).
         for n in range(1, 6):
-            start = time.monotonic()
+            deliverer.delivered.clear()
             await create(api, queue="push", target=HTTP)
-            while len(deliverer.deliveries) < n:
-                assert time.monotonic() - start < 0.5, f"delivery {n} waited for the poll"
-                await asyncio.sleep(0.005)
+            await asyncio.wait_for(deliverer.delivered.wait(), 20)
+            assert len(deliverer.deliveries) == n, f"delivery {n} waited for the poll"
         assert not any(p.done() for p in polls)
         made = await create(api, queue="pull")
-        done, _ = await asyncio.wait(polls, timeout=2, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(polls, timeout=20, return_when=asyncio.FIRST_COMPLETED)
         assert [x["task"]["id"] for p in done for x in p.result()] == [made["id"]]
     finally:
         for p in polls:

@@ -1,4 +1,4 @@
-"""A real duetime API server on loopback, once per store, for the contract tests.
+"""A real duetime API server on loopback, once per selected store, for the contract tests.
 
 The server runs uvicorn in a thread with its own event loop (the store's connections belong to
 that loop), on a socket bound to 127.0.0.1 by the OS's choice of port.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,11 +40,12 @@ async def _pg_database(template: str) -> str:
     return f"{admin.rpartition('/')[0]}/{name}"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module")
 def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    store_backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    if request.param == "postgres":
+    """The server on ``store_backend``: each backend ``--store`` selects (tests/conftest.py)."""
+    if store_backend == "postgres":
         template = request.getfixturevalue("pg_template")
         url = asyncio.run(_pg_database(template))
     else:
@@ -74,12 +76,14 @@ def server(
     assert started.wait(30), "the contract server did not start"
     base = f"http://127.0.0.1:{port}"
     with httpx.Client(base_url=base, timeout=10) as client:
-        for _ in range(100):
+        deadline = time.monotonic() + 30  # a loaded machine may take seconds to start it
+        while True:
             try:
                 if client.get("/healthz").status_code == 200:
                     break
             except httpx.TransportError:
                 pass
+            assert time.monotonic() < deadline, "the contract server never answered /healthz"
             threading.Event().wait(0.05)
         resp = client.post(
             "/v1/admin/tenants",

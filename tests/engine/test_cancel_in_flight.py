@@ -22,6 +22,7 @@ async def test_cancel_stops_a_delivery_under_way(store: Store, clock: FakeClock)
     )
     started = asyncio.Event()
     aborted: list[str] = []
+    was_aborted = asyncio.Event()
     release = asyncio.Event()
 
     async def hang(delivery: Delivery) -> Outcome:
@@ -30,6 +31,7 @@ async def test_cancel_stops_a_delivery_under_way(store: Store, clock: FakeClock)
             await release.wait()  # a target that does not answer
         except asyncio.CancelledError:
             aborted.append(delivery.task.id)
+            was_aborted.set()
             raise
         return Outcome(AttemptOutcome.SUCCEEDED, retryable=False, http_status=204)
 
@@ -49,10 +51,7 @@ async def test_cancel_stops_a_delivery_under_way(store: Store, clock: FakeClock)
     assert await d.stop_cancelled() == 0  # nothing cancelled yet
     await store.task_cancel(tenant, slow.task.id)
     assert await d.stop_cancelled() == 1
-    for _ in range(100):
-        if aborted:
-            break
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(was_aborted.wait(), 10)
     assert aborted == [slow.task.id]
     release.set()  # the other delivery answers normally
     await d.drain(grace=5)

@@ -311,7 +311,8 @@ async def test_timeout_is_retryable_timed_out(
 ) -> None:
     started = time.monotonic()
     outcome = await deliverer.deliver(delivery(receiver.url("/slow"), timeout_seconds=0.3))
-    assert time.monotonic() - started < 2
+    # /slow holds its answer 10 s: done well before, the timeout ended it (generous bound).
+    assert time.monotonic() - started < 8
     assert (outcome.outcome, outcome.retryable) == (AttemptOutcome.TIMED_OUT, True)
     assert outcome.error == "timed out after 0.3s"
     assert len(receiver.hits("/slow")) == 1

@@ -1,6 +1,9 @@
 """Fixtures of the fault suite: real ``duetime serve`` nodes on loopback ports, a loopback
 webhook receiver, SDK worker processes, and a throwaway PostgreSQL cluster for the test that
-restarts the server. Every test gets its own database (``pg_url``, or its own cluster)."""
+restarts the server. Every test gets its own database (``pg_url``, or its own cluster).
+
+Every test here that uses ``procs`` is marked ``faults`` (by tests/conftest.py): opt-in locally
+(``--run-slow``, ``-m faults`` or naming this directory), always run by ``scripts/test``."""
 
 from __future__ import annotations
 
@@ -11,13 +14,6 @@ import pytest
 
 from duetime.testing.faultnodes import Processes
 from duetime.testing.pgcluster import PgCluster, PgUnavailable
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in item.path.parents:
-            item.add_marker(pytest.mark.faults)
 
 
 @pytest.fixture

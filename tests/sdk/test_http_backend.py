@@ -108,12 +108,13 @@ async def test_a_timeout_is_a_transport_error_and_a_plain_post_is_not_repeated(
     server: tuple[FakeServer, str],
 ) -> None:
     fake, url = server
-    fake.replies += [1.0, 1.0]
-    async with AsyncClient(url, timeout=0.2, retries=3) as client:
+    # 0.5 s: room for the answers that come at once on a loaded machine; 1.5 s replies time out.
+    fake.replies += [1.5, 1.5]
+    async with AsyncClient(url, timeout=0.5, retries=3) as client:
         with pytest.raises(TransportError, match="timed out"):
             await client.create_task(target=worker_target())
         assert len(fake.requests) == 1, "a create without an idempotency key may have landed"
-        fake.replies[:] = [1.0, web.json_response(TASK)]
+        fake.replies[:] = [1.5, web.json_response(TASK)]
         await client.get_task(TASK["id"])  # a GET is safe to repeat: the second try answers
     assert len(fake.requests) == 3
 

@@ -257,7 +257,7 @@ async def _worker_listed(client: AsyncClient, worker_id: str) -> Any:
 
 @pytest.fixture
 async def any_store_client(store_url: str, tmp_path: Path) -> AsyncIterator[AsyncClient]:
-    """A node on each store (``store_url`` is parametrized over SQLite and PostgreSQL)."""
+    """A node on each selected store (``store_url``: SQLite by default, ``--store=both`` in CI)."""
     kind = store_url.partition(":")[0]
     proc = start_node(tmp_path, NodeOptions(db=store_url, env=NODE_ENV), f"mix-{kind}")
     try:

@@ -11,14 +11,37 @@ from typing import Any
 import asyncpg
 
 from duetime.store import store_from_url
-from duetime.store.postgres.queues import QQ
-from duetime.store.postgres.sql import QUERIES as Q
+from duetime.store.postgres import driver
+from duetime.store.postgres.hot import Q
 from duetime.types import ClaimRequest, NewTask, QueueSettings, TargetType
 
 WORKER = {"type": "worker"}
 HTTP = {"type": "http", "url": "http://127.0.0.1:9/hook", "method": "POST", "headers": {}}
-CLAIM_TYPES = "timestamptz, text[], text, text[], int, float8, float8, text, text, int"
-PROBE_TYPES = "text[], text[], text[], text[]"
+# Parameter types of the claim and probe statements, by name (bound in the order they want).
+TYPES = {
+    "now": "timestamptz",
+    "types": "text[]",
+    "queue": "text",
+    "names": "text[]",
+    "limit": "int",
+    "lease_seconds": "float8",
+    "grace_seconds": "float8",
+    "worker_id": "text",
+    "tenant_id": "text",
+    "max_concurrency": "int",
+    "tenant_ids": "text[]",
+    "queues": "text[]",
+}
+CLAIM = {"now": "NULL", "queue": "'a'", "names": "NULL", "limit": "5", "lease_seconds": "NULL"}
+CLAIM |= {"grace_seconds": "1", "worker_id": "'w'", "tenant_id": "'t'", "max_concurrency": "3"}
+PROBE = {"tenant_ids": "'{t}'", "queues": "'{a}'", "names": "NULL"}
+
+
+def _typed(name: str, values: dict[str, str]) -> tuple[str, str, str]:
+    """``name``'s text, its PREPARE types and its EXECUTE arguments."""
+    query = Q[name]
+    types = ", ".join(TYPES[n] for n in query.names)
+    return query.text, types, ", ".join(values[n] for n in query.names)
 
 
 def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,35 +78,35 @@ async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
         await conn.execute("ANALYZE")  # "nothing is running"
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         await conn.execute("SET enable_seqscan = off")
+        worker, push = {"types": "'{worker}'"}, {"types": "'{http}'"}
         expected = {
             "task_claim_limited_worker": (
-                CLAIM_TYPES,
-                "NULL, '{worker}', 'a', NULL, 5, NULL, 1, 'w', 't', 3",
+                _typed("task_claim_limited_worker", CLAIM | worker),
                 "tasks_ready_worker_idx",
             ),
             "task_claim_limited_push": (
-                CLAIM_TYPES,
-                "NULL, '{http}', 'a', NULL, 5, NULL, 1, 'w', 't', 3",
+                _typed("task_claim_limited_push", CLAIM | push),
                 "tasks_ready_push_idx",
             ),
             "queue_limited_ready_worker": (
-                PROBE_TYPES,
-                "'{t}', '{a}', '{worker}', NULL",
+                _typed("queue_limited_ready_worker", PROBE | worker),
                 "tasks_ready_worker_idx",
             ),
             "queue_limited_ready_push": (
-                PROBE_TYPES,
-                "'{t}', '{a}', '{http}', NULL",
+                _typed("queue_limited_ready_push", PROBE | push),
                 "tasks_ready_push_idx",
             ),
             "task_leases_get": (
-                "uuid[], text",
-                "'{00000000-0000-4000-8000-000000000000}', 't'",
+                (
+                    driver.QUERIES["task_leases_get"].text,
+                    "uuid[], text",
+                    "'{00000000-0000-4000-8000-000000000000}', 't'",
+                ),
                 "tasks_lease_id_idx",
             ),
         }
-        for name, (types, args, index) in expected.items():
-            used = await _indexes(conn, QQ[name], types, args)
+        for name, ((query, types, args), index) in expected.items():
+            used = await _indexes(conn, query, types, args)
             assert index in used, f"{name} does not use {index}: {used}"
     finally:
         await conn.close()
@@ -100,18 +123,18 @@ async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_ur
         await store.tenant_create("acme", tenant_id="t")
         await conn.execute("ANALYZE")  # "nothing is ready"
         await store.task_create_many([NewTask(tenant_id="t", target=HTTP) for _ in range(3000)])
-        claim = Q["task_claim_push"].rstrip().rstrip(";")
+        push_any = {"types": "'{http}'", "queue": "NULL", "limit": "50", "tenant_id": "NULL"}
+        values = CLAIM | push_any
+        claim, types, args = _typed("task_claim_push", values)
+        claim = claim.rstrip().rstrip(";")
         for mode in ("force_custom_plan", "force_generic_plan"):
             tx = conn.transaction()
             await tx.start()
             try:  # EXPLAIN ANALYZE runs the claim: rolled back below
                 await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
-                await conn.execute(Q["claim_in_index_order"])
-                await conn.execute(f"PREPARE claim({CLAIM_TYPES.rpartition(',')[0]}) AS {claim}")
-                raw = await conn.fetchval(
-                    "EXPLAIN (ANALYZE, FORMAT JSON) "
-                    "EXECUTE claim(NULL, '{http}', NULL, NULL, 50, NULL, 1, 'w', NULL)"
-                )
+                await conn.execute(Q["claim_in_index_order"].text)
+                await conn.execute(f"PREPARE claim({types}) AS {claim}")
+                raw = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim({args})")
                 await conn.execute("DEALLOCATE claim")
             finally:
                 await tx.rollback()

@@ -25,8 +25,8 @@ import pytest
 
 from duetime.clock import FakeClock
 from duetime.errors import StoreUnavailable, ValidationError
+from duetime.store.postgres import driver, hot
 from duetime.store.postgres.backend import PostgresStore
-from duetime.store.postgres.sql import QUERIES
 from duetime.store.sql import migrations
 from duetime.types import (
     AttemptOutcome,
@@ -442,10 +442,7 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
         try:
             await conn.execute("ANALYZE tasks")  # "no task is running"
             plan = await _generic_plan(
-                conn,
-                QUERIES["task_complete_many"],
-                "timestamptz, task_completion[]",
-                "NULL, ARRAY[]::task_completion[]",
+                conn, *_typed("task_complete_many", {"completions": "ARRAY[]::task_completion[]"})
             )
             for node in _plan_nodes(plan):
                 if node["Node Type"] == "Nested Loop":
@@ -453,39 +450,61 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
                     assert inner["Node Type"] not in ("Function Scan", "CTE Scan", "Materialize")
 
             await conn.execute("SET enable_seqscan = off")
+            claim = {"names": "NULL", "limit": "10", "lease_seconds": "NULL"}
+            claim |= {"grace_seconds": "10", "worker_id": "'w'"}
             expected = {
                 "task_claim_push": (
                     "tasks_ready_push_idx",
-                    "NULL, '{http}', NULL, NULL, 10, NULL, 10, 'w', NULL",
+                    claim | {"types": "'{http}'", "queue": "NULL", "tenant_id": "NULL"},
                 ),
                 "task_claim_worker": (
                     "tasks_ready_worker_idx",
-                    "NULL, '{worker}', 'q', NULL, 10, NULL, 10, 'w', 't'",
+                    claim | {"types": "'{worker}'", "queue": "'q'", "tenant_id": "'t'"},
                 ),
-                "task_promote_due": ("tasks_due_idx", "NULL, 10"),
-                "task_expired_leases": ("tasks_lease_expiry_idx", "NULL, 10"),
+                "task_promote_due": ("tasks_due_idx", {"limit": "10"}),
+                "task_expired_leases": ("tasks_lease_expiry_idx", {"limit": "10"}),
                 "task_complete_leased": (
                     "tasks_lease_id_idx",
-                    "NULL, ARRAY[gen_random_uuid()], ARRAY['1'], 't'",
+                    {
+                        "lease_ids": "ARRAY[gen_random_uuid()]",
+                        "results": "ARRAY['1']",
+                        "tenant_id": "'t'",
+                    },
                 ),
-            }
-            types = {
-                "task_claim_push": (
-                    "timestamptz, text[], text, text[], int, float8, float8, text, text"
-                ),
-                "task_claim_worker": (
-                    "timestamptz, text[], text, text[], int, float8, float8, text, text"
-                ),
-                "task_promote_due": "timestamptz, int",
-                "task_expired_leases": "timestamptz, int",
-                "task_complete_leased": "timestamptz, uuid[], text[], text",
             }
             for name, (index, args) in expected.items():
-                plan = await _generic_plan(conn, QUERIES[name], types[name], args)
+                plan = await _generic_plan(conn, *_typed(name, args))
                 used = {n.get("Index Name") for n in _plan_nodes(plan)}
                 assert index in used, f"{name} does not use {index}: {used}"
         finally:
             await conn.close()
+
+
+_TYPES = {
+    "now": "timestamptz",
+    "types": "text[]",
+    "queue": "text",
+    "names": "text[]",
+    "limit": "int",
+    "lease_seconds": "float8",
+    "grace_seconds": "float8",
+    "worker_id": "text",
+    "tenant_id": "text",
+    "completions": "task_completion[]",
+    "lease_ids": "uuid[]",
+    "results": "text[]",
+}
+
+
+def _typed(name: str, values: dict[str, str]) -> tuple[str, str, str]:
+    """``name``'s text (hot_batch.sql or the driver's), PREPARE types and EXECUTE arguments."""
+    query = hot.Q[name] if name in hot.Q else driver.QUERIES[name]
+    values = {"now": "NULL", **values}
+    return (
+        query.text,
+        ", ".join(_TYPES[n] for n in query.names),
+        ", ".join(values[n] for n in query.names),
+    )
 
 
 async def test_the_history_update_trigger_always_hash_joins(pg_url: str) -> None:

@@ -22,7 +22,7 @@ import pytest
 from duetime.clock import FakeClock
 from duetime.errors import ConfigError, StoreUnavailable
 from duetime.store import store_from_url
-from duetime.store.sqlite import tasks_api
+from duetime.store.sqlite import hot
 from duetime.store.sqlite.backend import SqliteStore
 from duetime.store.sqlite.driver import split_statements
 from duetime.store.sqlite.queries import QUERIES, parse_queries
@@ -127,7 +127,7 @@ async def test_calls_on_a_closed_or_unmigrated_store_raise_store_unavailable(
     await store.open()
     try:
         with pytest.raises(StoreUnavailable, match="migrate"):
-            await store.task_get("t", "x")
+            await store.task_get("t", "00000000-0000-4000-8000-000000000000")
     finally:
         await store.close()
     with pytest.raises(StoreUnavailable):
@@ -167,7 +167,7 @@ async def test_ready_signal_wakes_a_waiter_on_create(sqlite_store: SqliteStore) 
     await asyncio.sleep(0.01)
     assert not waiter.done()
     await sqlite_store.task_create_many([NewTask(tenant_id="t", target=WORKER)])
-    assert await asyncio.wait_for(waiter, 1.0) is True
+    assert await asyncio.wait_for(waiter, 5.0) is True
 
 
 async def test_due_signal_fires_for_a_future_task(
@@ -184,7 +184,7 @@ async def test_due_signal_fires_for_a_future_task(
     await sqlite_store.task_create_many(
         [NewTask(tenant_id="t", target=WORKER, run_at=clock.now() + timedelta(minutes=5))]
     )
-    assert await asyncio.wait_for(waiter, 1.0) is True
+    assert await asyncio.wait_for(waiter, 5.0) is True
 
 
 async def test_signal_notified_from_another_thread_wakes_the_waiter(
@@ -197,7 +197,7 @@ async def test_signal_notified_from_another_thread_wakes_the_waiter(
     thread = threading.Thread(target=sqlite_store.ready_signal.notify)
     thread.start()
     thread.join()
-    assert await asyncio.wait_for(waiter, 1.0) is True
+    assert await asyncio.wait_for(waiter, 5.0) is True
 
 
 async def test_a_notification_without_waiter_is_kept_for_the_next_wait(
@@ -207,7 +207,7 @@ async def test_a_notification_without_waiter_is_kept_for_the_next_wait(
         pass
     sqlite_store.ready_signal.notify()
     sqlite_store.ready_signal.notify()  # coalesces
-    assert await sqlite_store.ready_signal.wait(0.5) is True
+    assert await sqlite_store.ready_signal.wait(5.0) is True  # at once: it is pending
     assert await sqlite_store.ready_signal.wait(0.05) is False
 
 
@@ -280,14 +280,14 @@ async def test_unique_violation_on_create_becomes_an_idempotent_hit(
     (first,) = await sqlite_store.task_create_many(
         [NewTask(tenant_id="t", target=WORKER, idempotency_key="k")]
     )
-    real = tasks_api._existing_by_idempotency_key
+    real = hot._existing_by_idempotency_key
     calls = []
 
     def blind_once(conn: sqlite3.Connection, tasks: object) -> object:
         calls.append(1)
         return {} if len(calls) == 1 else real(conn, tasks)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(tasks_api, "_existing_by_idempotency_key", blind_once)
+    monkeypatch.setattr(hot, "_existing_by_idempotency_key", blind_once)
     (again,) = await sqlite_store.task_create_many(
         [NewTask(tenant_id="t", target=WORKER, idempotency_key="k")]
     )
@@ -312,7 +312,7 @@ async def test_label_filter_accepts_any_key_text(sqlite_store: SqliteStore) -> N
 
 
 def test_named_queries_load_and_reject_duplicates() -> None:
-    assert "task_claim_push" in QUERIES and "task_finish" in QUERIES
+    assert "begin_immediate" in QUERIES and "task_release_dependents" in QUERIES
     assert all(not sql.rstrip().endswith("--") and sql.strip() for sql in QUERIES.values())
     parsed = parse_queries("-- name: a\nSELECT 1;\n-- says b\n-- name: b\nSELECT 2;\n")
     assert parsed == {"a": "SELECT 1;", "b": "SELECT 2;"}

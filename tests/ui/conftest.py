@@ -1,5 +1,6 @@
-"""Fixtures of the dashboard's HTML tests: an app over the parametrized ``store`` (SQLite and
-PostgreSQL) with auth on, an in-process httpx client, and two tenants with their keys."""
+"""Fixtures of the dashboard's HTML tests: an app over the parametrized ``store`` (SQLite by
+default; ``--store=postgres|both`` for PostgreSQL) with auth on, an in-process httpx client, and
+two tenants with their keys."""
 
 from __future__ import annotations
 

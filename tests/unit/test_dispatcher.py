@@ -84,7 +84,7 @@ async def test_saturated_dispatcher_claims_a_batch_not_single_tasks(
     await asyncio.sleep(0.05)
     assert not waiting.done(), "one free slot of eight is not worth a claim"
     gates[1].set()
-    await asyncio.wait_for(waiting, 1)
+    await asyncio.wait_for(waiting, 10)
     assert await d.run_once() == 2
     for _ in range(2):
         await started.acquire()

@@ -137,6 +137,7 @@ def test_the_admin_token_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "at least 32" in _one_error_line(result)
 
 
+@pytest.mark.acceptance  # two real nodes, ~7 s: not for the unit layer; CI runs it
 def test_sqlite_files_are_private_and_one_node_holds_them(tmp_path: Path) -> None:
     node = start_node(tmp_path, NodeOptions(db=""), name="first")
     node_data = tmp_path / "data"  # start_node's DUETIME_DATA_DIR

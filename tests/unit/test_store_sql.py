@@ -46,3 +46,18 @@ def test_mixed_parameter_styles_and_repeated_names_are_refused() -> None:
         sql.parse("-- name: q\nSELECT 1;\n-- name: q\nSELECT 2;", "sqlite")
     with pytest.raises(ValueError, match="empty"):
         sql.parse("-- name: q\n-- only a comment\n", "sqlite")
+
+
+def test_a_fragment_is_included_by_name_before_parameters_are_numbered() -> None:
+    text = """-- fragment: tail
+WHERE a = :a AND b = :b
+-- name: q
+SELECT x FROM t
+-- include: tail
+AND c = :c;"""
+    queries = sql.parse(text, "postgres")
+    assert list(queries) == ["q"]
+    assert queries["q"].names == ("a", "b", "c")
+    assert "WHERE a = $1 AND b = $2" in queries["q"].text and "c = $3" in queries["q"].text
+    with pytest.raises(ValueError, match="unknown"):
+        sql.parse("-- name: q\nSELECT 1\n-- include: nope\n", "sqlite")

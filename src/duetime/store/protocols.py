@@ -466,7 +466,7 @@ class ScheduleStore(Protocol):
         self, tenant_id: str, schedule_id: str, change: ScheduleChange
     ) -> Schedule:
         """Apply a user change (:class:`ScheduleChange`, semantics in
-        :func:`duetime.store.schedule_change.apply_change`) in one transaction, only while the
+        :func:`duetime.store.core.schedules.apply_change`) in one transaction, only while the
         schedule's version is ``change.expected_version``; bumps ``version``, sets ``updated_at``
         and writes a revision (``change.action``, ``actor``, ``before``, ``after``).
 

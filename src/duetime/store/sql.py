@@ -10,6 +10,10 @@ PostgreSQL the loader rewrites them to ``$1, $2, ...`` in order of first use and
 (:attr:`Query.names`), so the driver passes a mapping and nobody counts positions. Casts
 (``:now::timestamptz``), string literals and comments are left alone.
 
+A block headed ``-- fragment: <name>`` is not a statement: a line ``-- include: <name>`` in a
+later block of the same file is replaced by its text before that block is compiled, so a piece
+that several statements share (the claim's UPDATE) is written once, and composed at load time.
+
 Migrations are ``migrations/NNNN_slug.sql`` in each backend's package; a migration's version is
 its file stem (``0001_init``), applied in name order. Both backends ship the same versions
 (``tests/unit/test_store_sql.py``).
@@ -25,7 +29,10 @@ from typing import Literal
 
 Dialect = Literal["sqlite", "postgres"]
 
-_NAME_LINE = re.compile(r"^--\s*name:\s*(?P<name>[a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_NAME_LINE = re.compile(
+    r"^--\s*(?P<kind>name|fragment):\s*(?P<name>[a-z_][a-z0-9_]*)\s*$", re.MULTILINE
+)
+_INCLUDE = re.compile(r"^[ \t]*--\s*include:\s*(?P<name>[a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^\d{4}_[a-z0-9_]+\.sql$")
 # Strings, quoted identifiers, comments and casts are skipped; group 1 is a parameter's name.
 _TOKENS = re.compile(
@@ -49,17 +56,24 @@ def parse(text: str, dialect: Dialect, *, source: str = "queries") -> dict[str, 
     """Split ``-- name: foo`` blocks into queries. A repeated or empty name is an error, and so
     is a PostgreSQL query that mixes ``$n`` with ``:name`` parameters."""
     found: dict[str, Query] = {}
+    fragments: dict[str, str] = {}
     matches = list(_NAME_LINE.finditer(text))
     for match, following in zip(matches, [*matches[1:], None], strict=True):
         name = match.group("name")
-        if name in found:
+        if name in found or name in fragments:
             raise ValueError(f"query {name!r} is defined twice in {source}")
-        body = _strip_trailing_comments(
-            text[match.end() : following.start() if following else None]
-        )
+        body = text[match.end() : following.start() if following else None]
+        try:
+            body = _INCLUDE.sub(lambda m: fragments[m.group("name")], body)
+        except KeyError as exc:
+            raise ValueError(f"query {name!r} in {source} includes unknown {exc}") from None
+        body = _strip_trailing_comments(body)
         if not body:
             raise ValueError(f"query {name!r} in {source} is empty")
-        found[name] = _compile(name, body, dialect, source)
+        if match.group("kind") == "fragment":
+            fragments[name] = body
+        else:
+            found[name] = _compile(name, body, dialect, source)
     return found
 
 

@@ -24,7 +24,7 @@ that caused it. The plan may turn it into ``Conflict``; it must not go on issuin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
@@ -105,6 +105,18 @@ class Stmt:
 
 
 @dataclass(frozen=True, slots=True)
+class Batch:
+    """Run the named statement for each mapping of ``rows`` (parameters by name; ``now`` is the
+    store's): PostgreSQL sends one statement binding each parameter as the array of the rows'
+    values (its SQL ``unnest``-s them), SQLite runs it once per row. With ``into`` the plan gets
+    every returned row converted (in no promised order), else None."""
+
+    query: str
+    rows: Sequence[Mapping[str, Any]]
+    into: Into | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Script:
     """Run a whole SQL script (a migration), several statements, no parameters."""
 
@@ -146,7 +158,7 @@ class _Now:
 
 NOW = _Now()
 
-Request = Stmt | Script | Wake | _Now | Call
+Request = Stmt | Batch | Script | Wake | _Now | Call
 
 
 class UniqueViolation(Exception):
@@ -171,6 +183,10 @@ def count(query: str, /, **params: Any) -> Stmt:
 
 def execute(query: str, /, **params: Any) -> Stmt:
     return Stmt(query, params, "exec")
+
+
+def batch(query: str, rows: Sequence[Mapping[str, Any]], into: Into | None = None, /) -> Batch:
+    return Batch(query, rows, into)
 
 
 def wake_for(statuses: Any) -> Wake:

@@ -18,17 +18,25 @@ from duetime.types import (
     ApiKey,
     Attempt,
     AttemptOutcome,
+    CatchupPolicy,
     Lease,
     NotificationSettings,
+    OverlapPolicy,
     Queue,
     QueueSettings,
     RetryPolicy,
+    Schedule,
+    ScheduleConfig,
+    ScheduleDue,
+    ScheduleRevision,
     SigningSecret,
     StatusCount,
     Task,
     TaskStatus,
     Tenant,
     TenantQuotas,
+    Tick,
+    TickOutcome,
     WorkerInfo,
 )
 
@@ -283,3 +291,89 @@ def notification_settings(r: Row, d: type[Decode]) -> NotificationSettings:
         target=orjson.loads(r["target"]),
         updated_at=d.time(r["updated_at"]),
     )
+
+
+# -- schedules (store/core/schedules.py) ---------------------------------------------------------
+
+
+def schedule(r: Row, d: type[Decode]) -> Schedule:
+    """A ``schedules`` row (every column) as a :class:`Schedule`."""
+    config = ScheduleConfig(
+        cron=r["cron"],
+        every=r["every"],
+        rrule=r["rrule"],
+        timezone=r["timezone"],
+        start_at=d.opt_time(r["start_at"]),
+        end_at=d.opt_time(r["end_at"]),
+        jitter_seconds=r["jitter_seconds"],
+        dst_nonexistent=r["dst_nonexistent"],
+        dst_ambiguous=r["dst_ambiguous"],
+        overlap=OverlapPolicy(r["overlap"]),
+        catchup=CatchupPolicy(r["catchup"]),
+        catchup_window_seconds=r["catchup_window_seconds"],
+        catchup_max_runs=r["catchup_max_runs"],
+        task=orjson.loads(r["task"]),
+    )
+    resume_catchup = r["resume_catchup"]
+    return Schedule(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        config=config,
+        anchor_at=d.time(r["anchor_at"]),
+        paused=d.flag(r["paused"]),
+        pause_note=r["pause_note"],
+        paused_at=d.opt_time(r["paused_at"]),
+        resumed_at=d.opt_time(r["resumed_at"]),
+        resume_catchup=None if resume_catchup is None else CatchupPolicy(resume_catchup),
+        next_run_at=d.opt_time(r["next_run_at"]),
+        materialized_until=d.time(r["materialized_until"]),
+        buffered_at=d.opt_time(r["buffered_at"]),
+        last_task_id=d.opt_ident(r["last_task_id"]),
+        version=r["version"],
+        created_at=d.time(r["created_at"]),
+        updated_at=d.time(r["updated_at"]),
+        deleted=d.flag(r["deleted"]),
+        key=r["key"],
+    )
+
+
+def schedule_due(r: Row, d: type[Decode]) -> ScheduleDue:
+    """A ``schedule_due`` row: the schedule, its last task's status, whether it only waits."""
+    status = r["last_task_status"]
+    return ScheduleDue(
+        schedule(r, d), None if status is None else _STATUS[status], d.flag(r["waiting"])
+    )
+
+
+def tick(r: Row, d: type[Decode]) -> Tick:
+    return Tick(
+        schedule_id=r["schedule_id"],
+        nominal=d.time(r["nominal"]),
+        outcome=TickOutcome(r["outcome"]),
+        task_id=d.opt_ident(r["task_id"]),
+        detail=r["detail"],
+        recorded_at=d.time(r["recorded_at"]),
+    )
+
+
+def schedule_revision(r: Row, d: type[Decode]) -> ScheduleRevision:
+    return ScheduleRevision(
+        id=r["id"],
+        schedule_id=r["schedule_id"],
+        at=d.time(r["at"]),
+        actor=r["actor"],
+        action=r["action"],
+        before=orjson.loads(r["before"]),
+        after=orjson.loads(r["after"]),
+    )
+
+
+def task_and_dependents(r: Row, d: type[Decode]) -> tuple[Task, bool]:
+    """A ``tasks`` row as its :class:`Task` and whether other tasks depend on it."""
+    return task(r, d), d.flag(r["has_dependents"])
+
+
+def attempt_or_none(r: Row, d: type[Decode]) -> Attempt | None:
+    """A row of ``attempt_list`` (tasks left-joined to attempts): None for a task's row without
+    an attempt."""
+    return None if r["number"] is None else attempt(r, d)

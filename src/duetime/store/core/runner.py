@@ -13,12 +13,19 @@ class Runs:
     """Base of the core's method mixins; each backend's store class implements :meth:`_run`."""
 
     async def _run(
-        self, plan: Plan[T], *, write: bool = False, long: bool = False, snapshot: bool = False
+        self,
+        plan: Plan[T],
+        *,
+        write: bool = False,
+        long: bool = False,
+        snapshot: bool = False,
+        one: bool = False,
     ) -> T:
         """Run ``plan`` to its end in one transaction (a write transaction when ``write``;
         the audit trail names the caller's actor then) and fire the wake-ups it asked for after
         the commit. ``long`` lifts the per-statement timeout (migrations). ``snapshot``: a read
         that needs one transaction on PostgreSQL too (whose reads otherwise run statement by
-        statement), e.g. for a transaction-local setting. Raises ``StoreUnavailable`` when the
-        backend cannot be reached."""
+        statement), e.g. for a transaction-local setting. ``one``: the plan runs a single
+        statement, atomic by itself (the engine's hot path, no audit actor), so PostgreSQL skips
+        BEGIN/COMMIT. Raises ``StoreUnavailable`` when the backend cannot be reached."""
         raise NotImplementedError

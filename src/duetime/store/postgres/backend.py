@@ -6,7 +6,7 @@ Every contract is the one written in :mod:`duetime.store.protocols`. How this ba
   is the injected clock's ``pinned()`` time (None in production: the database clock decides).
 * Every state change is one ``UPDATE`` conditional on status (and ``lease_id`` for running tasks);
   claims and promotions pick rows with ``FOR UPDATE SKIP LOCKED`` so many nodes never collide.
-* The hot path works in batches (:mod:`.tasks`): one statement creates, promotes, claims or
+* The hot path works in batches (:mod:`.hot`): one statement creates, promotes, claims or
   completes hundreds of tasks, and concurrent single creates share statements (:mod:`.batching`).
 * Statements are written so that PostgreSQL's generic plans stay linear (see ``queries.sql``).
 * Cross-node wake-ups ride on ``LISTEN``/``NOTIFY`` (:mod:`.signals`).
@@ -27,32 +27,28 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import asyncpg
 
 from duetime.clock import Clock
-from duetime.errors import Conflict, NotFound, StoreFull, StoreUnavailable, ValidationError
+from duetime.errors import StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
-from duetime.ids import is_uuid
 from duetime.store.core.circuits import CircuitMethods
 from duetime.store.core.history import HistoryMethods, acting
+from duetime.store.core.hot import HotMethods
+from duetime.store.core.leadership import LeadershipMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.queueing import QueueingMethods
+from duetime.store.core.schedules import ScheduleMethods
+from duetime.store.core.tasks import TaskMethods
 from duetime.store.core.tenancy import TenancyMethods
-from duetime.store.postgres import driver, rows
+from duetime.store.postgres import driver
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.errors import describe_server, is_unavailable
 from duetime.store.postgres.history import PgHistory
 from duetime.store.postgres.queues import QueueOps
-from duetime.store.postgres.schedules import ScheduleOps
 from duetime.store.postgres.signals import DUE_CHANNEL, READY_CHANNEL, Listener, PgSignal
 from duetime.store.postgres.sql import QUERIES as Q
 from duetime.store.sql import migrations
-from duetime.types import (
-    Attempt,
-    Task,
-    TaskFilter,
-    TaskPatch,
-)
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +74,12 @@ class PostgresStore(
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
+    TaskMethods,
+    LeadershipMethods,
+    HotMethods,
     QueueOps,
     QueueingMethods,
-    ScheduleOps,
+    ScheduleMethods,
     NotificationMethods,
     PgHistory,
     HistoryMethods,
@@ -161,21 +160,31 @@ class PostgresStore(
             yield conn
 
     async def _run(
-        self, plan: Plan[T], *, write: bool = False, long: bool = False, snapshot: bool = False
+        self,
+        plan: Plan[T],
+        *,
+        write: bool = False,
+        long: bool = False,
+        snapshot: bool = False,
+        one: bool = False,
     ) -> T:
         """Run a core plan (see ``Runs._run``): a write in one transaction, its changes
         attributed to the caller's actor; a read on one pooled connection (in one transaction
-        when ``snapshot``)."""
+        when ``snapshot``); a single statement (``one``) without BEGIN/COMMIT."""
         pinned = self._pinned()
         if not (write or snapshot):
             async with self._connection() as conn:
                 return await driver.run(conn, pinned, plan)
         wake = Woken()
-        if write:
-            plan = acting(plan, current_actor.get())
-        async with self._transaction() as conn:
-            timeout = _MIGRATION_TIMEOUT if long else None
-            result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
+        if one:
+            async with self._connection() as conn:
+                result = await driver.run(conn, pinned, plan, wake)
+        else:
+            if write:
+                plan = acting(plan, current_actor.get())
+            async with self._transaction() as conn:
+                timeout = _MIGRATION_TIMEOUT if long else None
+                result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
         if wake.ready:
             self.ready_signal.notify()
         if wake.due:
@@ -232,11 +241,6 @@ class PostgresStore(
             except Exception:
                 pool.terminate()
 
-    async def ping(self) -> None:
-        """One round trip; ``StoreUnavailable`` when it cannot be made."""
-        async with self._connection() as conn:
-            await conn.fetchval(Q["ping"])
-
     async def now(self) -> datetime:
         """The pinned time if any, else the database's ``now()``."""
         pinned = self._pinned()
@@ -245,113 +249,6 @@ class PostgresStore(
         async with self._connection() as conn:
             value: datetime = await conn.fetchval(Q["now"], None)
         return value
-
-    # -- tasks: reads and user-driven changes -------------------------------------------------
-
-    async def task_get(self, tenant_id: str, task_id: str) -> Task | None:
-        if not is_uuid(task_id):
-            return None
-        async with self._connection() as conn:
-            row = await conn.fetchrow(Q["task_get"], task_id, tenant_id)
-        return None if row is None else rows.task_from_row(row)
-
-    async def task_list(self, query: TaskFilter) -> list[Task]:
-        if query.cursor is not None and not is_uuid(query.cursor):
-            raise ValidationError("cursor is not one this server issued", field="cursor")
-        args: list[Any] = [
-            query.tenant_id,
-            query.queue,
-            query.name,
-            query.schedule_id,
-            rows.to_json(query.labels),
-            query.run_after,
-            query.run_before,
-            query.cursor,
-            max(0, query.limit),
-        ]
-        if query.statuses:
-            sql = Q["task_list_by_status"]
-            args.append([str(s) for s in query.statuses])
-        else:
-            sql = Q["task_list"]
-        async with self._connection() as conn:
-            found = await conn.fetch(sql, *args)
-        return [rows.task_from_row(r) for r in found]
-
-    async def _missing_or_conflict(self, tenant_id: str, task_id: str, action: str) -> Exception:
-        task = await self.task_get(tenant_id, task_id)
-        if task is None:
-            return NotFound(f"no task {task_id}")
-        return Conflict(f"cannot {action} task {task_id}: it is {task.status}")
-
-    async def task_update(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
-        """Patch a waiting task (see the protocol). ``NotFound``; ``Conflict`` otherwise."""
-        if not is_uuid(task_id):
-            raise NotFound(f"no task {task_id}")
-        async with self._acting() as conn:  # audit: the API caller made this change
-            row = await conn.fetchrow(
-                Q["task_update"],
-                self._pinned(),
-                task_id,
-                tenant_id,
-                patch.run_at,
-                patch.payload_json,
-                patch.priority,
-                None if patch.labels is None else rows.to_json(patch.labels),
-            )
-        if row is None:
-            raise await self._missing_or_conflict(tenant_id, task_id, "update")
-        task = rows.task_from_row(row)
-        if patch.run_at is not None:
-            self._announce([task.status])
-        return task
-
-    async def task_cancel(self, tenant_id: str, task_id: str) -> Task:
-        """Cancel a waiting task, or flag a running one. Its dependents fail."""
-        if not is_uuid(task_id):
-            raise NotFound(f"no task {task_id}")
-        pinned = self._pinned()
-        async with self._acting() as conn, conn.transaction():  # audit: the API caller
-            row = await conn.fetchrow(Q["task_cancel"], pinned, task_id, tenant_id)
-            if row is not None and row["status"] == "cancelled" and row["has_dependents"]:
-                await conn.execute(Q["task_deps_fail"], pinned, [task_id])
-        if row is None:
-            raise await self._missing_or_conflict(tenant_id, task_id, "cancel")
-        return rows.task_from_row(row)
-
-    async def task_retry(self, tenant_id: str, task_id: str) -> Task:
-        """Replay a failed or cancelled task as a new attempt series, ready now."""
-        if not is_uuid(task_id):
-            raise NotFound(f"no task {task_id}")
-        async with self._acting() as conn:  # audit: the API caller made this change
-            row = await conn.fetchrow(Q["task_retry"], self._pinned(), task_id, tenant_id)
-        if row is None:
-            raise await self._missing_or_conflict(tenant_id, task_id, "retry")
-        self.ready_signal.notify()
-        return rows.task_from_row(row)
-
-    async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
-        if not is_uuid(task_id):
-            raise NotFound(f"no task {task_id}")
-        async with self._connection() as conn:
-            found = await conn.fetch(Q["attempt_list"], task_id, tenant_id)
-        if not found:
-            raise NotFound(f"no task {task_id}")
-        return [rows.attempt_from_row(r) for r in found if r["number"] is not None]
-
-    # -- leadership ----------------------------------------------------------------------------
-
-    async def leader_attempt_elect(self, name: str, node_id: str, ttl_seconds: float) -> bool:
-        """Take or renew ``name`` when free, expired or already ours."""
-        async with self._connection() as conn:
-            holder = await conn.fetchval(
-                Q["leader_attempt_elect"], self._pinned(), name, node_id, float(ttl_seconds)
-            )
-        return bool(holder == node_id)
-
-    async def leader_resign(self, name: str, node_id: str) -> None:
-        async with self._connection() as conn:
-            await conn.execute(Q["leader_resign"], name, node_id)
 
 
 async def _keep_session(_conn: object) -> None:

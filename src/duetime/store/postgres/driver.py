@@ -19,6 +19,7 @@ from asyncpg import exceptions as pgx
 
 from duetime.store.core.plan import (
     NOW,
+    Batch,
     Call,
     Decode,
     Json,
@@ -41,11 +42,16 @@ T = TypeVar("T")
 
 FILES = (
     "circuits.sql",
+    "dependencies.sql",
     "history.sql",
+    "hot.sql",
+    "leadership.sql",
     "leases.sql",
     "lifecycle.sql",
     "notifications.sql",
     "queueing.sql",
+    "schedules.sql",
+    "tasks.sql",
     "tenancy.sql",
 )
 """The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
@@ -114,9 +120,12 @@ async def run(
         if error is not None:
             raise RuntimeError("a store plan went on after a unique violation") from error
         reply = None
-        if isinstance(request, Stmt):
+        if isinstance(request, Stmt | Batch):
             try:
-                reply = await _statement(conn, pinned, request, timeout)
+                if isinstance(request, Batch):
+                    reply = await _batch(conn, pinned, request, timeout)
+                else:
+                    reply = await _statement(conn, pinned, request, timeout)
             except pgx.UniqueViolationError as exc:
                 error = UniqueViolation(str(exc))
         elif request is NOW:
@@ -159,3 +168,28 @@ async def _statement(conn: Conn, pinned: datetime | None, stmt: Stmt, timeout: f
         tail = status.rpartition(" ")[2]
         return int(tail) if tail.isdigit() else 0
     return None
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None), datetime})
+"""Types asyncpg binds as they are (a batch's values skip :func:`encode`: thousands a round)."""
+
+
+async def _batch(conn: Conn, pinned: datetime | None, batch: Batch, timeout: float | None) -> Any:
+    """PostgreSQL sends a batch as one statement: each parameter is the array of its values."""
+    if not batch.rows:
+        return None if batch.into is None else []
+    query = QUERIES[batch.query]
+    try:
+        args = [
+            pinned
+            if name == "now"
+            else [v if type(v) in _PLAIN else encode(v) for v in (row[name] for row in batch.rows)]
+            for name in query.names
+        ]
+    except KeyError as exc:
+        raise TypeError(f"query {batch.query!r} needs parameter {exc.args[0]!r}") from None
+    if batch.into is None:
+        await conn.execute(query.text, *args, timeout=timeout)
+        return None
+    into = batch.into
+    return [into(row, PgDecode) for row in await conn.fetch(query.text, *args, timeout=timeout)]

@@ -4,7 +4,6 @@ datetimes, ``uuid`` as UUID objects (made ``str`` here) and ``jsonb`` as JSON te
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC
 from typing import Any
 
 import orjson
@@ -15,7 +14,6 @@ from duetime.types import (
     ApiKey,
     Attempt,
     AttemptOutcome,
-    Completion,
     Lease,
     NewTask,
     RetryPolicy,
@@ -85,43 +83,6 @@ def task_from_row(r: Row) -> Task:
         traceparent=r["traceparent"],
         request_hash=r.get("request_hash"),
         payload_ref=r.get("payload_ref"),
-    )
-
-
-def new_task_from_row(new: NewTask, task_id: str, parents: tuple[str, ...], r: Row) -> Task:
-    """The :class:`Task` just inserted for ``new``: the caller's fields plus what the store
-    decided (``task_insert`` returns only those). Equal to what :func:`task_from_row` reads."""
-    created_at = r["created_at"]
-    scheduled_for = new.scheduled_for
-    return Task(
-        id=task_id,
-        tenant_id=new.tenant_id,
-        name=new.name,
-        queue=new.queue,
-        status=_STATUS[r["status"]],
-        version=1,
-        target=new.target,
-        payload_json=new.payload_json,
-        idempotency_key=new.idempotency_key,
-        priority=new.priority,
-        retry=new.retry,
-        timeout_seconds=float(new.timeout_seconds),
-        depends_on=parents,
-        concurrency_key=new.concurrency_key,
-        labels=new.labels,
-        attempts=0,
-        series_start=0,
-        schedule_id=new.schedule_id,
-        scheduled_for=None if scheduled_for is None else scheduled_for.astimezone(UTC),
-        run_at=r["run_at"],
-        due_at=r["due_at"],
-        created_at=created_at,
-        updated_at=created_at,
-        finished_at=r["finished_at"],
-        last_error=r["last_error"],
-        traceparent=new.traceparent,
-        request_hash=new.request_hash,
-        payload_ref=new.payload_ref,
     )
 
 
@@ -222,23 +183,4 @@ def task_input_records(
         for t, task_id, group, waiting, failed in zip(
             tasks, ids, parents, pending, dep_failed, strict=True
         )
-    ]
-
-
-def completion_records(batch: list[Completion]) -> list[tuple[Any, ...]]:
-    """One ``task_completion`` composite per completion, for ``task_complete_many``."""
-    return [
-        (
-            c.task_id,
-            c.lease_id,
-            str(c.outcome),
-            c.started_at,
-            float(c.duration_ms),
-            c.result_json,
-            c.error,
-            c.http_status,
-            None if c.retry_delay_seconds is None else float(c.retry_delay_seconds),
-            c.worker,
-        )
-        for c in batch
     ]

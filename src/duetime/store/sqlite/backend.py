@@ -18,7 +18,7 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -29,38 +29,25 @@ from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
 from duetime.store.core.circuits import CircuitMethods
 from duetime.store.core.history import HistoryMethods, acting
+from duetime.store.core.hot import HotMethods
+from duetime.store.core.leadership import LeadershipMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.queueing import QueueingMethods
+from duetime.store.core.schedules import ScheduleMethods
+from duetime.store.core.tasks import TaskMethods
 from duetime.store.core.tenancy import TenancyMethods
-from duetime.store.recorded import recordable
 from duetime.store.sql import migrations
 from duetime.store.sqlite import (
     driver,
-    leadership,
-    queues,
-    tasks_api,
-    tasks_engine,
 )
 from duetime.store.sqlite.history import SqliteHistory
+from duetime.store.sqlite.hot import SqliteHot
 from duetime.store.sqlite.queries import QUERIES as Q
 from duetime.store.sqlite.rows import to_micros
-from duetime.store.sqlite.schedules import ScheduleMethods
 from duetime.store.sqlite.signals import LocalSignal, Wakeups
-from duetime.types import (
-    Attempt,
-    ClaimRequest,
-    Completion,
-    CompletionResult,
-    Lease,
-    NewTask,
-    Task,
-    TaskCreated,
-    TaskFilter,
-    TaskPatch,
-)
 
 __all__ = ["SqliteStore"]
 
@@ -93,8 +80,11 @@ class SqliteStore(
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
+    TaskMethods,
+    LeadershipMethods,
+    HotMethods,
+    SqliteHot,
     QueueingMethods,
-    queues.QueueOps,
     ScheduleMethods,
     NotificationMethods,
     SqliteHistory,
@@ -230,7 +220,13 @@ class SqliteStore(
         return await self._call(lambda: self._transaction(body, write=False))
 
     async def _run(
-        self, plan: Plan[T], *, write: bool = False, long: bool = False, snapshot: bool = False
+        self,
+        plan: Plan[T],
+        *,
+        write: bool = False,
+        long: bool = False,
+        snapshot: bool = False,
+        one: bool = False,
     ) -> T:
         """Run a core plan in one transaction on the database thread (see ``Runs._run``; a
         read is always one transaction here)."""
@@ -271,119 +267,8 @@ class SqliteStore(
         finally:
             executor.shutdown(wait=False)
 
-    async def ping(self) -> None:
-        await self._read(lambda conn, now: conn.execute(Q["ping"]).fetchone())
-
     async def now(self) -> datetime:
         return self._now()
-
-    # -- tasks: the API's side -----------------------------------------------------------------
-
-    async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
-        if not tasks:
-            return []
-        batch = list(tasks)
-        wake = Wakeups()
-        # Under BEGIN IMMEDIATE nobody can insert between our idempotency lookup and our insert,
-        # but should a unique index still fire, a re-run finds the winner as an idempotent hit.
-        created = await self._write(
-            lambda conn, now: tasks_api.task_create_many(conn, now, batch, wake),
-            integrity_retries=_INTEGRITY_RETRIES,
-        )
-        self._fire(wake)
-        return created
-
-    async def task_get(self, tenant_id: str, task_id: str) -> Task | None:
-        return await self._read(lambda conn, now: tasks_api.task_get(conn, now, tenant_id, task_id))
-
-    async def task_list(self, query: TaskFilter) -> list[Task]:
-        return await self._read(lambda conn, now: tasks_api.task_list(conn, now, query))
-
-    async def task_update(self, tenant_id: str, task_id: str, patch: TaskPatch) -> Task:
-        wake = Wakeups()
-        task = await self._write(
-            lambda conn, now: tasks_api.task_update(conn, now, tenant_id, task_id, patch, wake)
-        )
-        self._fire(wake)
-        return task
-
-    async def task_cancel(self, tenant_id: str, task_id: str) -> Task:
-        return await self._write(
-            lambda conn, now: tasks_api.task_cancel(conn, now, tenant_id, task_id)
-        )
-
-    async def task_retry(self, tenant_id: str, task_id: str) -> Task:
-        wake = Wakeups()
-        task = await self._write(
-            lambda conn, now: tasks_api.task_retry(conn, now, tenant_id, task_id, wake)
-        )
-        self._fire(wake)
-        return task
-
-    async def attempt_list(self, tenant_id: str, task_id: str) -> list[Attempt]:
-        return await self._read(
-            lambda conn, now: tasks_api.attempt_list(conn, now, tenant_id, task_id)
-        )
-
-    # -- tasks: the engine's side --------------------------------------------------------------
-
-    async def task_promote_due(self, limit: int) -> int:
-        wake = Wakeups()
-        moved = await self._write(
-            lambda conn, now: tasks_engine.task_promote_due(conn, now, limit, wake)
-        )
-        self._fire(wake)
-        return moved
-
-    async def task_due_ids(self, limit: int) -> list[str]:
-        return await self._read(lambda conn, now: tasks_engine.task_due_ids(conn, now, limit))
-
-    async def task_promote(self, task_ids: Sequence[str]) -> int:
-        ids = list(task_ids)
-        wake = Wakeups()
-        moved = await self._write(lambda conn, now: tasks_engine.task_promote(conn, now, ids, wake))
-        self._fire(wake)
-        return moved
-
-    async def task_next_due_at(self) -> datetime | None:
-        return await self._read(tasks_engine.task_next_due_at)
-
-    async def task_claim(self, request: ClaimRequest) -> list[Lease]:
-        return await self._write(lambda conn, now: queues.task_claim(conn, now, request))
-
-    async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
-        if not completions:
-            return []
-        batch = [recordable(c) for c in completions]
-        wake = Wakeups()
-        results = await self._write(
-            lambda conn, now: tasks_engine.task_complete_many(conn, now, batch, wake)
-        )
-        self._fire(wake)
-        return results
-
-    async def task_heartbeat(
-        self, lease_ids: Sequence[str], extend_seconds: float
-    ) -> dict[str, datetime]:
-        ids = list(lease_ids)
-        return await self._write(
-            lambda conn, now: tasks_engine.task_heartbeat(conn, now, ids, extend_seconds)
-        )
-
-    async def task_expired_leases(self, limit: int) -> list[Lease]:
-        return await self._read(
-            lambda conn, now: tasks_engine.task_expired_leases(conn, now, limit)
-        )
-
-    # -- leadership ----------------------------------------------------------------------------
-
-    async def leader_attempt_elect(self, name: str, node_id: str, ttl_seconds: float) -> bool:
-        return await self._write(
-            lambda conn, now: leadership.leader_attempt_elect(conn, now, name, node_id, ttl_seconds)
-        )
-
-    async def leader_resign(self, name: str, node_id: str) -> None:
-        await self._write(lambda conn, now: leadership.leader_resign(conn, now, name, node_id))
 
 
 def private_file(path: Path) -> None:

@@ -1,17 +1,14 @@
-"""What a parent's end does to its dependents (``depends_on``), inside the caller's transaction.
-
-A child waits ``blocked`` with ``pending_parents`` = parents not yet succeeded. Each parent that
-succeeds releases it by one; at zero it becomes ``ready`` (or ``scheduled`` if its ``run_at`` is
-ahead). A parent that fails or is cancelled fails every blocked descendant, transitively.
-"""
+"""What a parent's end does to its dependents (``depends_on``), inside the caller's transaction
+(the rules: :mod:`duetime.store.core.dependencies`)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
 
+from duetime.store.core import dependencies
+from duetime.store.sqlite import driver
 from duetime.store.sqlite.queries import QUERIES as Q
-from duetime.store.sqlite.rows import dumps
 from duetime.store.sqlite.signals import Wakeups
 
 
@@ -25,10 +22,6 @@ def release_dependents(conn: sqlite3.Connection, now: int, parent_id: str, wake:
 
 
 def fail_dependents(conn: sqlite3.Connection, now: int, parent_ids: Collection[str]) -> int:
-    """``parent_ids`` failed or were cancelled: fail every blocked descendant. Returns how many."""
-    if not parent_ids:
-        return 0
-    rows = conn.execute(
-        Q["task_fail_dependents"], {"now": now, "parent_ids": dumps(list(parent_ids))}
-    ).fetchall()
-    return len(rows)
+    """``parent_ids`` failed or were cancelled: :func:`duetime.store.core.dependencies.
+    fail_dependents` on this connection (for the callers that are not plans yet)."""
+    return driver.run(conn, now, dependencies.fail_dependents(parent_ids))

@@ -15,6 +15,7 @@ import orjson
 
 from duetime.store.core.plan import (
     NOW,
+    Batch,
     Call,
     Decode,
     Json,
@@ -32,11 +33,16 @@ T = TypeVar("T")
 
 FILES = (
     "circuits.sql",
+    "dependencies.sql",
     "history.sql",
+    "hot.sql",
+    "leadership.sql",
     "leases.sql",
     "lifecycle.sql",
     "notifications.sql",
     "queueing.sql",
+    "schedules.sql",
+    "tasks.sql",
     "tenancy.sql",
 )
 """The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
@@ -99,9 +105,12 @@ def run(conn: sqlite3.Connection, now: int, plan: Plan[T], wake: Woken | None = 
         if error is not None:
             raise RuntimeError("a store plan went on after a unique violation") from error
         reply = None
-        if isinstance(request, Stmt):
+        if isinstance(request, Stmt | Batch):
             try:
-                reply = _statement(conn, now, request)
+                if isinstance(request, Batch):
+                    reply = _batch(conn, now, request)
+                else:
+                    reply = _statement(conn, now, request)
             except sqlite3.IntegrityError as exc:
                 if "UNIQUE" not in str(exc):
                     raise
@@ -133,20 +142,47 @@ def _statement(conn: sqlite3.Connection, now: int, stmt: Stmt) -> Any:
         raise TypeError(f"query {stmt.query!r} needs parameter {exc.args[0]!r}") from None
     cursor = conn.execute(query.text, bound)
     mode = stmt.mode
-    if mode == "all":
+    if mode == "all" or mode == "one":
         into = stmt.into
         assert into is not None
-        return [into(row, SqliteDecode) for row in cursor.fetchall()]
-    if mode == "one":
+        # sqlite3.Row finds a name by scanning every column; a dict per row is much cheaper for
+        # converters that read many columns (a task row: 37).
+        keys = [column[0] for column in cursor.description]
+        if mode == "all":
+            return [into(dict(zip(keys, row, strict=True)), SqliteDecode) for row in cursor]
         row = cursor.fetchone()
-        assert stmt.into is not None
-        return None if row is None else stmt.into(row, SqliteDecode)
+        return None if row is None else into(dict(zip(keys, row, strict=True)), SqliteDecode)
     if mode == "value":
         row = cursor.fetchone()
         return None if row is None else row[0]
     if mode == "count":
         return cursor.rowcount
     return None
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _batch(conn: sqlite3.Connection, now: int, batch: Batch) -> Any:
+    """SQLite runs a batch's statement once per row (binding fast: thousands a round)."""
+    query = QUERIES[batch.query]
+
+    def bind(params: Mapping[str, Any]) -> dict[str, Any]:
+        bound = {}
+        for name in query.names:
+            v = now if name == "now" else params[name]
+            bound[name] = v if type(v) in _PLAIN else encode(v)
+        return bound
+
+    try:
+        rows = [bind(params) for params in batch.rows]
+    except KeyError as exc:
+        raise TypeError(f"query {batch.query!r} needs parameter {exc.args[0]!r}") from None
+    if batch.into is None:
+        conn.executemany(query.text, rows)
+        return None
+    into = batch.into
+    return [into(r, SqliteDecode) for bound in rows for r in conn.execute(query.text, bound)]
 
 
 def split_statements(script: str) -> list[str]:

@@ -1,0 +1,277 @@
+"""The hot path's rules, once for both backends: a new task's starting status, the Task a create
+hands back, which claim statement serves a request, and the engine's single-statement calls
+(promote, heartbeat, reap) as plans.
+
+Create, claim and complete keep a per-backend strategy (``store/sqlite/hot.py``,
+``store/postgres/hot.py``) where a measurement says so: ``docs/adr/0005-store-core.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Literal
+
+from duetime.errors import ValidationError
+from duetime.ids import is_uuid
+from duetime.store.core import rows
+from duetime.store.core.dependencies import DEPENDENCY_FAILED
+from duetime.store.core.plan import Decode, Plan, Row, Wake, all_, count, one
+from duetime.store.core.runner import Runs
+from duetime.store.isolation import readable
+from duetime.types import ClaimRequest, Lease, NewTask, TargetType, Task, TaskCreated, TaskStatus
+
+"""``last_error`` of a task failed by its parents (PostgreSQL's ``task_insert`` says it too)."""
+
+ClaimKind = Literal["push", "worker", "any"]
+
+
+def starting_status(
+    parents: Iterable[str], run_at: datetime | None, now: datetime | None
+) -> tuple[TaskStatus, int]:
+    """A new task's status and its count of parents still to succeed.
+
+    ``parents`` are the statuses of its distinct parents. A failed or cancelled parent fails it;
+    a parent not yet succeeded blocks it; otherwise it is ready when ``run_at`` (None = now) is
+    not after ``now``, else scheduled. ``now=None`` leaves that last choice to the database
+    clock and answers READY for it (PostgreSQL's ``task_insert`` decides it, see the ADR)."""
+    pending = 0
+    dead = False
+    for status in parents:
+        if status in ("failed", "cancelled"):
+            dead = True
+        elif status != "succeeded":
+            pending += 1
+    if dead:
+        return TaskStatus.FAILED, pending
+    if pending:
+        return TaskStatus.BLOCKED, pending
+    if run_at is None or now is None or run_at <= now:
+        return TaskStatus.READY, 0
+    return TaskStatus.SCHEDULED, 0
+
+
+def created_task(
+    new: NewTask,
+    task_id: str,
+    status: TaskStatus,
+    parents: tuple[str, ...],
+    run_at: datetime,
+    created_at: datetime,
+) -> Task:
+    """The :class:`Task` a create just stored for ``new`` (what reading its row gives back)."""
+    failed = status is TaskStatus.FAILED
+    return Task(
+        id=task_id,
+        tenant_id=new.tenant_id,
+        name=new.name,
+        queue=new.queue,
+        status=status,
+        version=1,
+        target=new.target,
+        payload_json=new.payload_json,
+        idempotency_key=new.idempotency_key,
+        priority=new.priority,
+        retry=new.retry,
+        timeout_seconds=float(new.timeout_seconds),
+        depends_on=parents,
+        concurrency_key=new.concurrency_key,
+        labels=new.labels,
+        attempts=0,
+        series_start=0,
+        schedule_id=new.schedule_id,
+        scheduled_for=None if new.scheduled_for is None else new.scheduled_for.astimezone(UTC),
+        run_at=run_at,
+        due_at=run_at,
+        created_at=created_at,
+        updated_at=created_at,
+        finished_at=created_at if failed else None,
+        last_error=DEPENDENCY_FAILED if failed else None,
+        traceparent=new.traceparent,
+        request_hash=new.request_hash,
+        payload_ref=new.payload_ref,
+    )
+
+
+def target_type(new: NewTask) -> str:
+    """The ``target_type`` column of a new task (``ValidationError`` without one)."""
+    kind = new.target.get("type")
+    if not isinstance(kind, str):
+        raise ValidationError("target.type is required", "target.type")
+    return kind
+
+
+def unknown_parent(parent: str) -> ValidationError:
+    """The error for a ``depends_on`` id the tenant has no task for."""
+    return ValidationError(f"depends_on: no task with id {parent!r}", "depends_on")
+
+
+def parent_statuses(
+    tasks: Sequence[NewTask], found: Mapping[str, tuple[str, str]]
+) -> list[list[str]]:
+    """Per task, the statuses of its distinct parents, from ``found`` (id → (tenant, status));
+    ``ValidationError`` for a parent that is not a task of the same tenant."""
+    statuses: list[list[str]] = []
+    for new in tasks:
+        mine = []
+        for parent in dict.fromkeys(new.depends_on):
+            tenant, status = found.get(parent, ("", ""))
+            if tenant != new.tenant_id:
+                raise unknown_parent(parent)
+            mine.append(status)
+        statuses.append(mine)
+    return statuses
+
+
+def first_of_each_key(tasks: Sequence[NewTask]) -> tuple[list[NewTask], list[int]]:
+    """The tasks to create (a (tenant, idempotency key) repeated in the batch only once), and
+    per input its index among them, or ``-1 - i`` when it repeats input ``i``."""
+    first: dict[tuple[str, str], int] = {}
+    fresh: list[NewTask] = []
+    slots: list[int] = []
+    for i, new in enumerate(tasks):
+        target_type(new)
+        if new.idempotency_key is not None:
+            key = (new.tenant_id, new.idempotency_key)
+            if key in first:
+                slots.append(-1 - first[key])
+                continue
+            first[key] = i
+        slots.append(len(fresh))
+        fresh.append(new)
+    return fresh, slots
+
+
+def in_input_order(slots: list[int], made: list[TaskCreated]) -> list[TaskCreated]:
+    """The results of :func:`first_of_each_key`'s tasks, one per input; a repeat is a hit."""
+    out: list[TaskCreated] = []
+    for slot in slots:
+        out.append(made[slot] if slot >= 0 else TaskCreated(out[-1 - slot].task, created=False))
+    return out
+
+
+_WORKER_ONLY = frozenset({TargetType.WORKER})
+
+
+def claim_targets(request: ClaimRequest) -> ClaimKind:
+    """Which ready tasks a claim reads: ``push`` targets, ``worker`` tasks, or ``any`` mix."""
+    if TargetType.WORKER not in request.target_types:
+        return "push"
+    return "worker" if request.target_types == _WORKER_ONLY else "any"
+
+
+def claim_kind(request: ClaimRequest) -> ClaimKind | None:
+    """The claim statement whose WHERE matches a partial index (``task_claim_<kind>``): the
+    worker one needs a tenant and a queue. None when the request can claim nothing."""
+    if request.limit <= 0 or not request.target_types:
+        return None
+    kind = claim_targets(request)
+    if kind == "worker" and (request.queue is None or request.tenant_id is None):
+        return "any"
+    return kind
+
+
+def claim_order(lease: Lease) -> tuple[int, datetime]:
+    """RETURNING has no order: claims hand out the most urgent first."""
+    return -lease.task.priority, lease.task.due_at
+
+
+# -- the engine's single statements -----------------------------------------------------------
+
+
+def _held(r: Row, d: type[Decode]) -> tuple[str, datetime]:
+    return d.ident(r["lease_id"]), d.time(r["lease_expires_at"])
+
+
+def _id(r: Row, d: type[Decode]) -> str:
+    return d.ident(r["id"])
+
+
+def task_promote_due(limit: int) -> Plan[int]:
+    moved: int = yield count("task_promote_due", limit=limit)
+    if moved:
+        yield Wake(ready=True)
+    return moved
+
+
+def task_due_ids(limit: int) -> Plan[list[str]]:
+    found: list[str] = yield all_("task_due_ids", _id, limit=limit)
+    return found
+
+
+def task_promote(task_ids: list[str]) -> Plan[int]:
+    moved: int = yield count("task_promote", ids=task_ids)
+    if moved:
+        yield Wake(ready=True)
+    return moved
+
+
+def task_next_due_at() -> Plan[datetime | None]:
+    found: datetime | None = yield one("task_next_due_at", lambda r, d: d.opt_time(r["due_at"]))
+    return found
+
+
+def task_heartbeat(lease_ids: list[str], extend_seconds: float) -> Plan[dict[str, datetime]]:
+    found: list[tuple[str, datetime]] = yield all_(
+        "task_heartbeat", _held, lease_ids=lease_ids, extend_seconds=float(extend_seconds)
+    )
+    return dict(found)
+
+
+def task_expired_leases(limit: int) -> Plan[list[Lease]]:
+    found: list[Lease | None] = yield all_("task_expired_leases", _readable_lease, limit=limit)
+    return [lease for lease in found if lease is not None]
+
+
+def _readable_lease(r: Row, d: type[Decode]) -> Lease | None:
+    """A lease, or None (logged) for a row that cannot be read (see ``isolation.readable``)."""
+    found = readable((r,), lambda row: rows.lease(row, d), "task")
+    return found[0] if found else None
+
+
+_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _uuids(ids: Sequence[str]) -> list[str]:
+    """The ids that can name a row (PostgreSQL refuses to compare a uuid column with any other
+    text); the canonical form, which the store hands out, is checked fastest."""
+    return [i for i in ids if _CANONICAL.fullmatch(i) or is_uuid(i)]
+
+
+class HotMethods(Runs):
+    """The engine's single-statement task methods of the store protocol, for both backends.
+
+    ``one=True``: one statement, which PostgreSQL runs without BEGIN/COMMIT round trips."""
+
+    async def task_promote_due(self, limit: int) -> int:
+        if limit <= 0:
+            return 0
+        return await self._run(task_promote_due(limit), write=True, one=True)
+
+    async def task_due_ids(self, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        return await self._run(task_due_ids(limit))
+
+    async def task_promote(self, task_ids: Sequence[str]) -> int:
+        wanted = _uuids(task_ids)
+        if not wanted:
+            return 0
+        return await self._run(task_promote(wanted), write=True, one=True)
+
+    async def task_next_due_at(self) -> datetime | None:
+        return await self._run(task_next_due_at())
+
+    async def task_heartbeat(
+        self, lease_ids: Sequence[str], extend_seconds: float
+    ) -> dict[str, datetime]:
+        wanted = _uuids(lease_ids)
+        if not wanted:
+            return {}
+        return await self._run(task_heartbeat(wanted, extend_seconds), write=True, one=True)
+
+    async def task_expired_leases(self, limit: int) -> list[Lease]:
+        if limit <= 0:
+            return []
+        return await self._run(task_expired_leases(limit))

@@ -1,0 +1,407 @@
+"""The PostgreSQL store's create, claim and complete: the rules of :mod:`duetime.store.core.hot`
+as one batch statement each (arrays of composites through ``unnest``), so the cost per task
+falls with the batch size. Statements are in ``hot_batch.sql``, bound by name.
+
+What stays here rather than in plans, and why (measured: ``docs/adr/0005-store-core.md``):
+concurrent creates share one INSERT (:mod:`.batching`), single statements run without
+BEGIN/COMMIT, claims of limited queues take one short transaction per queue, and completions
+retry the batch on a deadlock.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Hashable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+from asyncpg import exceptions as pgx
+
+from duetime.errors import Conflict, ValidationError
+from duetime.ids import is_uuid, new_id
+from duetime.store.core import hot as rules
+from duetime.store.core import rows
+from duetime.store.core.dependencies import fail_dependents
+from duetime.store.core.plan import wake_for
+from duetime.store.postgres import driver
+from duetime.store.postgres.batching import InsertBatcher
+from duetime.store.postgres.driver import PgDecode as D
+from duetime.store.postgres.rows import task_input_records
+from duetime.store.postgres.signals import PgSignal
+from duetime.store.recorded import recordable, recorded_result
+from duetime.store.sql import load
+from duetime.types import (
+    ClaimRequest,
+    Completion,
+    CompletionResult,
+    Lease,
+    NewTask,
+    Task,
+    TaskCreated,
+    TaskStatus,
+)
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    Conn = PoolConnectionProxy[asyncpg.Record]
+
+Q = load(__package__ or "", "postgres", "hot_batch.sql")
+_STATUS = {s.value: s for s in TaskStatus}
+_DEADLOCK_RETRIES = 3
+LIMITED_CACHE_SECONDS = 1.0
+"""How long a store trusts its list of queues with a ``max_concurrency``."""
+
+
+def bind(name: str, **params: Any) -> tuple[Any, ...]:
+    """``name``'s text and its arguments in the order its ``$n`` want them."""
+    query = Q[name]
+    return (query.text, *[params[n] for n in query.names])
+
+
+class PgHot:
+    """Create, claim and complete of :class:`~duetime.store.postgres.backend.PostgresStore` (a
+    mixin: the store provides connections, the pinned time and its signals)."""
+
+    ready_signal: PgSignal
+    due_signal: PgSignal
+    _inserts: InsertBatcher[asyncpg.Record]
+    # Queues with a limit, cached (class-level defaults; queue_put resets ``_limited_at``).
+    _limited_at: float = -math.inf
+    _limited: tuple[tuple[str, str], ...] = ()
+
+    def _pinned(self) -> datetime | None:
+        raise NotImplementedError
+
+    def _connection(self) -> AbstractAsyncContextManager[Conn]:
+        raise NotImplementedError
+
+    def _transaction(self) -> AbstractAsyncContextManager[Conn]:
+        raise NotImplementedError
+
+    def _announce(self, statuses: Iterable[str]) -> None:
+        """After a commit that left tasks in ``statuses``: wake dispatchers and promoters."""
+        wake = wake_for(statuses)
+        if wake.ready:
+            self.ready_signal.notify()
+        if wake.due:
+            self.due_signal.notify()
+
+    # -- create -----------------------------------------------------------------------------
+
+    async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
+        """Create tasks all or nothing, in input order (see the protocol).
+
+        One ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`` makes every new task;
+        idempotent hits (earlier rows, a racing insert, or a repeat inside this batch) are read
+        back afterwards and returned with ``created=False``. Input PostgreSQL cannot store (a NUL
+        character) raises ``ValidationError``.
+        """
+        if not tasks:
+            return []
+        fresh, slots = rules.first_of_each_key(tasks)
+        ids = [new_id() for _ in fresh]
+        parents = [tuple(dict.fromkeys(t.depends_on)) for t in fresh]
+        for parent in {p for group in parents for p in group}:
+            if not is_uuid(parent):
+                raise rules.unknown_parent(parent)
+        try:
+            inserted, hits = await self._insert(fresh, ids, parents)
+        except pgx.DataError as exc:  # e.g. a NUL character, which PostgreSQL cannot store
+            raise ValidationError(f"a task cannot be stored: {exc}") from exc
+        self._announce(r["status"] for r in inserted.values())
+        made: list[TaskCreated] = []
+        for new, task_id, group in zip(fresh, ids, parents, strict=True):
+            row = inserted.get(task_id)
+            if row is not None:
+                status, run_at, at = _STATUS[row["status"]], row["run_at"], row["created_at"]
+                task = rules.created_task(new, task_id, status, group, run_at, at)
+                made.append(TaskCreated(task=task, created=True))
+                continue
+            hit = hits.get((new.tenant_id, new.idempotency_key or ""))
+            if hit is None:  # cannot happen: a conflict means a committed row
+                raise Conflict(f"task with idempotency key {new.idempotency_key!r} vanished")
+            made.append(TaskCreated(task=hit, created=False))
+        return rules.in_input_order(slots, made)
+
+    async def _insert(
+        self, fresh: list[NewTask], ids: list[str], parents: list[tuple[str, ...]]
+    ) -> tuple[dict[str, asyncpg.Record], dict[tuple[str, str], Task]]:
+        """Insert ``fresh`` under ``ids``: the rows inserted by id, and the existing tasks behind
+        idempotent hits by (tenant, key)."""
+        pinned, n = self._pinned(), len(fresh)
+        if not any(parents):  # one statement, which concurrent creates may share
+            records = task_input_records(fresh, ids, parents, [0] * n, [False] * n)
+            inserted = {str(r["id"]): r for r in await self._inserts.insert(pinned, records)}
+            if len(inserted) == n:
+                return inserted, {}
+            async with self._connection() as conn:
+                return inserted, await _fetch_hits(conn, fresh, ids, inserted)
+        async with self._transaction() as conn:
+            # Locked parents: their completion waits for our task_deps rows, or we read its end.
+            wanted = sorted({p for group in parents for p in group})
+            found = {
+                str(r["id"]): r for r in await conn.fetch(*bind("task_parents_lock", ids=wanted))
+            }
+            statuses = rules.parent_statuses(
+                fresh, {k: (r["tenant_id"], r["status"]) for k, r in found.items()}
+            )
+            # The clock's part of the rule ("ready or scheduled") is task_insert's (see the ADR).
+            starts = [rules.starting_status(mine, None, None) for mine in statuses]
+            pending = [waiting for _, waiting in starts]
+            dep_failed = [status is TaskStatus.FAILED for status, _ in starts]
+            unmarked = [p for p in wanted if not found[p]["has_dependents"]]
+            if unmarked:
+                await conn.execute(*bind("task_parents_mark", ids=unmarked))
+            records = task_input_records(fresh, ids, parents, pending, dep_failed)
+            result = await conn.fetch(*bind("task_insert", now=pinned, tasks=records))
+            inserted = {str(r["id"]): r for r in result}
+            # Only a blocked child ever needs its parents to find it.
+            blocked = [
+                i
+                for i, task_id in enumerate(ids)
+                if task_id in inserted and inserted[task_id]["status"] == "blocked"
+            ]
+            if blocked:
+                await conn.execute(
+                    *bind(
+                        "task_deps_insert",
+                        parent_ids=[p for i in blocked for p in parents[i]],
+                        child_ids=[ids[i] for i in blocked for _ in parents[i]],
+                    )
+                )
+            return inserted, await _fetch_hits(conn, fresh, ids, inserted)
+
+    async def _insert_run(
+        self, pinned: Hashable, records: list[tuple[Any, ...]]
+    ) -> list[asyncpg.Record]:
+        """One ``task_insert`` statement (the :class:`InsertBatcher`'s runner)."""
+        async with self._connection() as conn:
+            found: list[asyncpg.Record] = await conn.fetch(
+                *bind("task_insert", now=pinned, tasks=records)
+            )
+        return found
+
+    # -- claim ------------------------------------------------------------------------------
+
+    async def task_claim(self, request: ClaimRequest) -> list[Lease]:
+        """Claim from queues without limits in one statement (paused and limited queues
+        skipped), then from limited queues on the locked path while room is left.
+
+        How claims keep queue settings: every claim statement skips tasks whose queue row is
+        ``paused`` or has a ``max_concurrency`` (one primary-key probe of the tiny ``queues``
+        table per candidate, in the claim's own snapshot). Limited queues are then claimed one
+        transaction per queue: ``SELECT ... FOR UPDATE`` on the queue's row, then a claim whose
+        ``LIMIT`` is the room left; the row lock serializes that queue's claimers, so they never
+        overshoot. Which queues are limited is cached for :data:`LIMITED_CACHE_SECONDS`.
+        """
+        kind = rules.claim_kind(request)
+        if kind is None:
+            return []
+        params = {
+            "now": self._pinned(),
+            "types": sorted(t.value for t in request.target_types),
+            "queue": request.queue,
+            "names": None if request.names is None else list(request.names),
+            "limit": request.limit,
+            "lease_seconds": _opt_float(request.lease_seconds),
+            "grace_seconds": float(request.lease_grace_seconds),
+            "worker_id": request.worker_id,
+            "tenant_id": request.tenant_id,
+        }
+        if kind == "push":
+            # The transaction costs ~0.4 ms per claim; keeping it for backlogs only measured
+            # slower bursts (docs/benchmarks.md, third session).
+            async with self._transaction() as conn:
+                await conn.execute(Q["claim_in_index_order"].text)
+                found = await conn.fetch(*bind("task_claim_push", **params))
+        else:
+            async with self._connection() as conn:
+                found = await conn.fetch(*bind(_CLAIM[kind], **params))
+        leases = sorted((rows.lease(r, D) for r in found), key=rules.claim_order)
+        room = request.limit - len(leases)
+        if room > 0:
+            leases.extend(await self._claim_limited(request, params, room))
+        return leases
+
+    async def _claim_limited(
+        self, request: ClaimRequest, params: dict[str, Any], room: int
+    ) -> list[Lease]:
+        if time.monotonic() - self._limited_at > LIMITED_CACHE_SECONDS:
+            async with self._connection() as conn:
+                found = await conn.fetch(Q["queue_limited_all"].text)
+            self._limited = tuple((r["tenant_id"], r["name"]) for r in found)
+            self._limited_at = time.monotonic()
+        wanted = [
+            (tenant, name)
+            for tenant, name in self._limited
+            if (request.tenant_id is None or tenant == request.tenant_id)
+            and (request.queue is None or name == request.queue)
+        ]
+        if not wanted:
+            return []
+        kind = rules.claim_targets(request)
+        # Lock only queues that have something to claim: one cheap read first.
+        tenants, queues = [t for t, _ in wanted], [n for _, n in wanted]
+        async with self._connection() as conn:
+            found = await conn.fetch(
+                *bind(_PROBE[kind], tenant_ids=tenants, queues=queues, **params)
+            )
+        leases: list[Lease] = []
+        for tenant, queue in sorted((r["tenant_id"], r["name"]) for r in found):
+            if room <= 0:
+                break
+            one = {**params, "tenant_id": tenant, "queue": queue, "limit": room}
+            async with self._transaction() as conn:
+                limit = await conn.fetchval(*bind("queue_lock", **one))
+                if limit is None:  # resumed, unlimited or paused since the cache was filled
+                    continue
+                got = await conn.fetch(*bind(_LIMITED[kind], max_concurrency=limit, **one))
+            leases.extend(sorted((rows.lease(r, D) for r in got), key=rules.claim_order))
+            room -= len(got)
+        return leases
+
+    # -- complete ---------------------------------------------------------------------------
+
+    async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
+        """End attempts, fenced on (id, lease, running); release or fail dependents.
+
+        One statement ends every attempt and writes its attempt row; only when a finished task
+        has dependents do more statements run, in the same transaction. What is recorded is
+        first made storable (:func:`~duetime.store.recorded.recordable`).
+        """
+        sent: dict[tuple[str, str], Completion] = {}
+        for c in completions:
+            if is_uuid(c.task_id) and is_uuid(c.lease_id) and (c.task_id, c.lease_id) not in sent:
+                sent[c.task_id, c.lease_id] = recordable(c)
+        ended = await self._complete(list(sent.values())) if sent else {}
+        results: list[CompletionResult] = []
+        for c in completions:
+            # A repeat in the same batch finds the lease already used.
+            status = ended.pop((c.task_id, c.lease_id), None)
+            results.append(CompletionResult(c.task_id, c.lease_id, status is not None, status))
+        return results
+
+    async def _complete(self, batch: list[Completion]) -> dict[tuple[str, str], TaskStatus]:
+        pinned = self._pinned()
+        records = [
+            (
+                c.task_id,
+                c.lease_id,
+                str(c.outcome),
+                c.started_at,
+                float(c.duration_ms),
+                c.result_json,
+                c.error,
+                c.http_status,
+                None if c.retry_delay_seconds is None else float(c.retry_delay_seconds),
+                c.worker,
+            )
+            for c in batch
+        ]
+        for attempt in range(_DEADLOCK_RETRIES):
+            try:
+                async with self._transaction() as conn:
+                    found = await conn.fetch(
+                        *bind("task_complete_many", now=pinned, completions=records)
+                    )
+                    woken = await _settle_dependents(conn, pinned, found)
+                break
+            except (pgx.DeadlockDetectedError, pgx.SerializationError):
+                # Two batches releasing the same children in different orders: all or nothing,
+                # so running the batch again is safe.
+                if attempt == _DEADLOCK_RETRIES - 1:
+                    raise
+        self._announce([*(r["status"] for r in found), *woken])
+        return {(str(r["id"]), str(r["lease_id"])): _STATUS[r["status"]] for r in found}
+
+    async def task_complete_leased(
+        self, tenant_id: str, lease_ids: Sequence[str], results: Sequence[str | None]
+    ) -> dict[str, tuple[str, str]]:
+        """End succeeded attempts by lease id in one statement, without reading the tasks first
+        (see :class:`~duetime.store.protocols.LeaseCompleter`)."""
+        wanted: dict[str, str | None] = {}
+        repeated: set[str] = set()
+        for lease_id, result in zip(lease_ids, results, strict=True):
+            if lease_id in wanted:
+                repeated.add(lease_id)  # the general path answers the repeat "stale"
+            elif is_uuid(lease_id):
+                wanted[lease_id] = None if result is None else recorded_result(result)
+        for lease_id in repeated:
+            wanted.pop(lease_id, None)
+        if not wanted:
+            return {}
+        async with self._connection() as conn:
+            found = await conn.fetch(
+                *bind(
+                    "task_complete_leased",
+                    now=self._pinned(),
+                    lease_ids=list(wanted),
+                    results=list(wanted.values()),
+                    tenant_id=tenant_id,
+                )
+            )
+        # Succeeded tasks with no dependents wake nobody: no signal to fire.
+        return {str(r["lease_id"]): (str(r["id"]), r["queue"]) for r in found}
+
+
+def _opt_float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+_CLAIM = {"worker": "task_claim_worker", "any": "task_claim_any"}
+_PROBE = {
+    "worker": "queue_limited_ready_worker",
+    "push": "queue_limited_ready_push",
+    "any": "queue_limited_ready",
+}
+_LIMITED = {
+    "worker": "task_claim_limited_worker",
+    "push": "task_claim_limited_push",
+    "any": "task_claim_limited_any",
+}
+
+
+async def _fetch_hits(
+    conn: Conn, fresh: list[NewTask], ids: list[str], inserted: dict[str, asyncpg.Record]
+) -> dict[tuple[str, str], Task]:
+    """The existing tasks behind idempotent hits, by (tenant, key)."""
+    missing = [t for t, task_id in zip(fresh, ids, strict=True) if task_id not in inserted]
+    if not missing:
+        return {}
+    found = await conn.fetch(
+        *bind(
+            "task_select_by_idempotency_key",
+            tenant_ids=[t.tenant_id for t in missing],
+            keys=[t.idempotency_key for t in missing],
+        )
+    )
+    wanted = {(t.tenant_id, t.idempotency_key) for t in missing}
+    return {
+        (r["tenant_id"], r["idempotency_key"]): rows.task(r, D)
+        for r in found
+        if (r["tenant_id"], r["idempotency_key"]) in wanted
+    }
+
+
+async def _settle_dependents(
+    conn: Conn, pinned: datetime | None, ended: Sequence[asyncpg.Record]
+) -> list[str]:
+    """Release children of succeeded parents and fail those of failed/cancelled ones. Returns
+    the statuses released children moved to."""
+    succeeded = [str(r["id"]) for r in ended if r["has_dependents"] and r["status"] == "succeeded"]
+    doomed = [
+        str(r["id"])
+        for r in ended
+        if r["has_dependents"] and r["status"] in ("failed", "cancelled")
+    ]
+    woken: list[str] = []
+    if succeeded:
+        found = await conn.fetch(*bind("task_deps_release", now=pinned, parent_ids=succeeded))
+        woken = [r["status"] for r in found]
+    if doomed:  # the rule task_cancel and schedule_delete share
+        await driver.run(conn, pinned, fail_dependents(doomed))
+    return woken

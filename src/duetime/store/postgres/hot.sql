@@ -1,0 +1,62 @@
+-- The engine's single statements on tasks (plans in duetime/store/core/hot.py). Conventions as
+-- in queries.sql; "now" is coalesce(:now::timestamptz, now()).
+
+-- name: task_promote_due
+WITH due AS (
+    SELECT id FROM tasks
+    WHERE status IN ('scheduled', 'retrying') AND due_at <= coalesce(:now::timestamptz, now())
+    ORDER BY due_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE tasks t SET
+    status = 'ready',
+    version = t.version + 1,
+    updated_at = coalesce(:now::timestamptz, now())
+WHERE t.id = ANY(ARRAY(SELECT id FROM due));
+
+-- The promoter's isolation path (see duetime.store.isolation): the ids task_promote_due takes.
+-- name: task_due_ids
+SELECT id FROM tasks
+WHERE status IN ('scheduled', 'retrying') AND due_at <= coalesce(:now::timestamptz, now())
+ORDER BY due_at
+LIMIT :limit;
+
+-- name: task_promote
+UPDATE tasks t SET
+    status = 'ready',
+    version = t.version + 1,
+    updated_at = coalesce(:now::timestamptz, now())
+WHERE t.id = ANY(:ids::uuid[])
+  AND t.status IN ('scheduled', 'retrying') AND t.due_at <= coalesce(:now::timestamptz, now());
+
+-- name: task_next_due_at
+SELECT min(due_at) AS due_at FROM tasks WHERE status IN ('scheduled', 'retrying');
+
+-- Only a live lease can be extended: once expired it belongs to the reaper. Each lease is found
+-- by one probe of tasks_lease_id_idx and its task then by primary key: a plain
+-- "lease_id = ANY(...)" may, under statistics taken when nothing ran, walk every running task.
+-- name: task_heartbeat
+WITH held AS MATERIALIZED (
+    SELECT x.id, l.id AS lease_id
+    FROM unnest(:lease_ids::uuid[]) AS l (id)
+    CROSS JOIN LATERAL (
+        SELECT id FROM tasks WHERE lease_id = l.id AND status = 'running'
+        ORDER BY lease_id LIMIT 1
+    ) AS x
+)
+UPDATE tasks t SET
+    lease_expires_at = coalesce(:now::timestamptz, now())
+        + make_interval(secs => :extend_seconds::float8)
+FROM held
+-- No status filter here on purpose (tasks_lease_is_running makes the lease match mean
+-- "running"): with one, the planner may walk the partial lease index instead of the key.
+WHERE t.id = held.id AND t.lease_id = held.lease_id
+  AND t.lease_expires_at > coalesce(:now::timestamptz, now())
+RETURNING t.lease_id, t.lease_expires_at;
+
+-- name: task_expired_leases
+SELECT * FROM tasks
+WHERE status = 'running' AND lease_expires_at <= coalesce(:now::timestamptz, now())
+ORDER BY lease_expires_at
+LIMIT :limit;

@@ -1,0 +1,18 @@
+-- Leadership leases, one row per name in leaders, and the liveness probe (plans in
+-- duetime/store/core/leadership.py).
+
+-- Take the row when it is free, expired, or already ours; RETURNING is empty when someone else
+-- holds a live lease (the DO UPDATE's WHERE is false).
+-- name: leader_elect
+INSERT INTO leaders AS l (name, node_id, expires_at)
+VALUES (:name, :node_id,
+        coalesce(:now::timestamptz, now()) + make_interval(secs => :ttl_seconds::float8))
+ON CONFLICT (name) DO UPDATE SET node_id = excluded.node_id, expires_at = excluded.expires_at
+WHERE l.node_id = excluded.node_id OR l.expires_at <= coalesce(:now::timestamptz, now())
+RETURNING node_id;
+
+-- name: leader_resign
+DELETE FROM leaders WHERE name = :name AND node_id = :node_id;
+
+-- name: ping
+SELECT 1;

@@ -1,0 +1,314 @@
+"""The SQLite store's create, claim and complete: the rules of :mod:`duetime.store.core.hot`
+run as a few statements in the caller's write transaction (one writer: nobody acts in between,
+and ``executemany`` writes a batch's rows for one prepared statement).
+
+They stay functions on the connection, not plans: ``executemany`` and the claim's sort on
+``rowid`` have no plan vocabulary, and schedules create tasks inside their own transaction.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from duetime.ids import new_id
+from duetime.store.core import hot as rules
+from duetime.store.core import rows
+from duetime.store.recorded import recordable
+from duetime.store.sql import load
+from duetime.store.sqlite.dependencies import fail_dependents, release_dependents
+from duetime.store.sqlite.driver import SqliteDecode as D
+from duetime.store.sqlite.rows import dumps, from_micros, retry_to_json, to_micros
+from duetime.store.sqlite.signals import Wakeups
+from duetime.types import (
+    AttemptOutcome,
+    ClaimRequest,
+    Completion,
+    CompletionResult,
+    Lease,
+    NewTask,
+    TargetType,
+    Task,
+    TaskCreated,
+    TaskStatus,
+)
+
+T = TypeVar("T")
+Q = {name: q.text for name, q in load(__package__ or "", "sqlite", "hot_batch.sql").items()}
+# executemany binds each row as a tuple to ?NNN (numbered in order of first use, as the loader
+# numbers PostgreSQL's): SQLite reads a 27-column row from a tuple in ~3 µs, by name from a dict
+# in ~10 µs (measured, docs/adr/0005-store-core.md).
+_MANY = {
+    name: (re.sub(r"\$(\d+)", r"?\1", q.text), operator.itemgetter(*q.names))
+    for name, q in load(__package__ or "", "postgres", "hot_batch.sql").items()
+    if name in ("task_insert", "task_dep_insert", "attempt_insert")
+}
+
+
+def _many(conn: sqlite3.Connection, name: str, rows: list[dict[str, Any]]) -> None:
+    text, values = _MANY[name]
+    conn.executemany(text, map(values, rows))
+
+
+def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    """The rows as dicts: ``sqlite3.Row`` finds a key by scanning every column name."""
+    names = [c[0] for c in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+# -- create ------------------------------------------------------------------------------------
+
+
+def task_create_many(
+    conn: sqlite3.Connection, now: int, tasks: Sequence[NewTask], wake: Wakeups
+) -> list[TaskCreated]:
+    """Create ``tasks`` all or nothing; repeats of an idempotency key return the existing task."""
+    fresh, slots = rules.first_of_each_key(tasks)
+    known = _existing_by_idempotency_key(conn, fresh)
+    wanted = list(dict.fromkeys(parent for new in fresh for parent in new.depends_on))
+    found = conn.execute(Q["task_parent_states"], {"ids": dumps(wanted)}) if wanted else ()
+    parents = rules.parent_statuses(fresh, {r[0]: (r[1], r[2]) for r in found})
+    at = from_micros(now)
+    made: list[TaskCreated] = []
+    inserts: list[dict[str, Any]] = []
+    edges: list[dict[str, str]] = []
+    for new, statuses in zip(fresh, parents, strict=True):
+        hit = known.get((new.tenant_id, new.idempotency_key or ""))
+        if hit is not None:
+            made.append(TaskCreated(task=hit, created=False))
+            continue
+        run_at = at if new.run_at is None else from_micros(to_micros(new.run_at))
+        status, pending = rules.starting_status(statuses, run_at, at)
+        task = rules.created_task(new, new_id(), status, tuple(new.depends_on), run_at, at)
+        inserts.append(_insert_row(new, task, pending, now))
+        edges.extend({"parent_id": p, "child_id": task.id} for p in dict.fromkeys(new.depends_on))
+        made.append(TaskCreated(task=task, created=True))
+        wake.ready |= status is TaskStatus.READY
+        wake.due |= status is TaskStatus.SCHEDULED
+    _many(conn, "task_insert", inserts)
+    if edges:
+        _many(conn, "task_dep_insert", edges)
+        marked = list(dict.fromkeys(edge["parent_id"] for edge in edges))
+        conn.execute(Q["task_mark_has_dependents"], {"ids": dumps(marked)})
+    return rules.in_input_order(slots, made)
+
+
+def _existing_by_idempotency_key(
+    conn: sqlite3.Connection, tasks: Sequence[NewTask]
+) -> dict[tuple[str, str], Task]:
+    keys: dict[str, list[str]] = {}
+    for new in tasks:
+        if new.idempotency_key is not None:
+            keys.setdefault(new.tenant_id, []).append(new.idempotency_key)
+    known: dict[tuple[str, str], Task] = {}
+    for tenant_id, wanted in keys.items():
+        params = {"tenant_id": tenant_id, "keys": dumps(wanted)}
+        for row in _dicts(conn.execute(Q["task_find_by_idempotency_keys"], params)):
+            known[tenant_id, row["idempotency_key"]] = rows.task(row, D)
+    return known
+
+
+def _insert_row(new: NewTask, task: Task, pending: int, now: int) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "tenant_id": new.tenant_id,
+        "name": new.name,
+        "queue": new.queue,
+        "status": task.status.value,
+        "target_type": rules.target_type(new),
+        "target": dumps(new.target),
+        "payload": new.payload_json,
+        "idempotency_key": new.idempotency_key,
+        "priority": new.priority,
+        "retry": retry_to_json(new.retry),
+        "timeout_seconds": task.timeout_seconds,
+        "depends_on": dumps(list(new.depends_on)),
+        "pending_parents": pending,
+        "concurrency_key": new.concurrency_key,
+        "labels": dumps(dict(new.labels)),
+        "schedule_id": new.schedule_id,
+        "scheduled_for": None if new.scheduled_for is None else to_micros(new.scheduled_for),
+        "run_at": to_micros(task.run_at),
+        "now": now,
+        "finished_at": None if task.finished_at is None else now,
+        "last_error": task.last_error,
+        "traceparent": new.traceparent,
+        "request_hash": new.request_hash,
+        "payload_ref": new.payload_ref,
+    }
+
+
+# -- claim -------------------------------------------------------------------------------------
+
+
+def task_claim(conn: sqlite3.Connection, now: int, request: ClaimRequest) -> list[Lease]:
+    """Claim from queues without limits in one statement (paused and limited queues skipped),
+    then from each limited queue within its room (``max_concurrency`` minus its running tasks),
+    in the same write transaction: nobody can claim in between."""
+    kind = rules.claim_kind(request)
+    if kind is None:
+        return []
+    params: dict[str, Any] = {
+        "now": now,
+        "lease_us": None if request.lease_seconds is None else _micros(request.lease_seconds),
+        "grace_us": _micros(request.lease_grace_seconds),
+        "worker_id": request.worker_id,
+        "names": None if request.names is None else dumps(list(request.names)),
+        "types": dumps(sorted(str(t) for t in request.target_types)),
+        "queue": request.queue,
+        "tenant_id": request.tenant_id,
+        "limit": request.limit,
+    }
+    leases = _claimed(conn.execute(Q[_CLAIM[kind]], params))
+    room = request.limit - len(leases)
+    if room <= 0:
+        return leases
+    if TargetType.WORKER in request.target_types:
+        limited = conn.execute(Q["queue_limited"], params).fetchall()
+    else:  # the dispatcher: only limited queues with ready push tasks
+        limited = conn.execute(Q["queue_limited_ready_push"], params).fetchall()
+    worker_only = rules.claim_targets(request) == "worker"
+    query = Q["task_claim_limited_worker" if worker_only else "task_claim_limited"]
+    for tenant_id, queue, max_concurrency in limited:
+        if room <= 0:
+            break
+        one = {"tenant_id": tenant_id, "queue": queue}
+        running = conn.execute(Q["queue_running"], one).fetchone()[0]
+        limit = min(room, max_concurrency - running)
+        if limit > 0:
+            got = _claimed(conn.execute(query, {**params, **one, "limit": limit}))
+            leases.extend(got)
+            room -= len(got)
+    return leases
+
+
+_CLAIM = {"push": "task_claim_push", "worker": "task_claim_worker", "any": "task_claim_any"}
+
+
+def _claimed(cursor: sqlite3.Cursor) -> list[Lease]:
+    found = _dicts(cursor)
+    # RETURNING order is unspecified: restore the claim order.
+    found.sort(key=lambda row: (-row["priority"], row["due_at"], row["claim_rowid"]))
+    return [rows.lease(row, D) for row in found]
+
+
+def _micros(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+# -- complete ----------------------------------------------------------------------------------
+
+
+def task_complete_many(
+    conn: sqlite3.Connection, now: int, completions: Sequence[Completion], wake: Wakeups
+) -> list[CompletionResult]:
+    """End attempts fenced by lease, write their attempt rows, then settle dependents.
+
+    The batch runs as set-based UPDATEs in "rounds": round k holds the k-th completion of each
+    task id, so within one statement a task appears once and repeats see the earlier outcome,
+    exactly as if the completions ran one by one in input order.
+    """
+    rounds: list[list[int]] = []
+    seen: dict[str, int] = {}
+    for index, done in enumerate(completions):
+        k = seen.get(done.task_id, 0)
+        seen[done.task_id] = k + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(index)
+    ended: list[tuple[str, int, bool] | None] = [None] * len(completions)
+    for members in rounds:
+        batch = dumps([_finish_item(completions[i]) for i in members])
+        found = conn.execute(Q["task_finish"], {"batch": batch, "now": now}).fetchall()
+        accepted = {r[0]: (r[1], r[2], bool(r[3])) for r in found}
+        for i in members:
+            ended[i] = accepted.get(completions[i].task_id)
+    results: list[CompletionResult] = []
+    attempts: list[dict[str, Any]] = []
+    for done, settled in zip(completions, ended, strict=True):
+        if settled is None:  # stale lease: fenced off, nothing changed
+            results.append(CompletionResult(done.task_id, done.lease_id, False, None))
+            continue
+        status = TaskStatus(settled[0])
+        results.append(CompletionResult(done.task_id, done.lease_id, True, status))
+        attempts.append(
+            {
+                "task_id": done.task_id,
+                "number": settled[1],
+                "started_at": to_micros(done.started_at),
+                "now": now,
+                "outcome": str(done.outcome),
+                "error": done.error,
+                "http_status": done.http_status,
+                "duration_ms": float(done.duration_ms),
+                "worker": done.worker,
+            }
+        )
+        wake.due |= status is TaskStatus.RETRYING
+        if settled[2] and status is TaskStatus.SUCCEEDED:
+            release_dependents(conn, now, done.task_id, wake)
+    if attempts:
+        _many(conn, "attempt_insert", attempts)
+    fail_dependents(conn, now, [r.task_id for r, e in zip(results, ended, strict=True) if _dead(e)])
+    return results
+
+
+def _dead(settled: tuple[str, int, bool] | None) -> bool:
+    """A parent whose end fails its dependents."""
+    return settled is not None and settled[2] and settled[0] in ("failed", "cancelled")
+
+
+def _finish_item(done: Completion) -> list[Any]:
+    """One element of ``task_finish``'s :batch (see hot_batch.sql)."""
+    ok = done.outcome is AttemptOutcome.SUCCEEDED
+    delay = done.retry_delay_seconds
+    return [
+        done.task_id,
+        done.lease_id,
+        ok,
+        None if ok or delay is None else _micros(max(0.0, delay)),
+        done.result_json if ok else None,
+        done.error,
+        done.outcome is AttemptOutcome.LEASE_EXPIRED,
+    ]
+
+
+class SqliteHot:
+    """Create, claim and complete of :class:`~duetime.store.sqlite.backend.SqliteStore` (which
+    provides ``_write``: one write transaction on its database thread, and ``_fire``)."""
+
+    async def _write(
+        self, body: Callable[[sqlite3.Connection, int], T], *, integrity_retries: int = 0
+    ) -> T:
+        raise NotImplementedError
+
+    def _fire(self, wake: Wakeups) -> None:
+        raise NotImplementedError
+
+    async def task_create_many(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
+        if not tasks:
+            return []
+        batch = list(tasks)
+        wake = Wakeups()
+        # Under BEGIN IMMEDIATE nobody can insert between our idempotency lookup and our insert,
+        # but should a unique index still fire, a re-run finds the winner as an idempotent hit.
+        made = await self._write(
+            lambda conn, now: task_create_many(conn, now, batch, wake), integrity_retries=2
+        )
+        self._fire(wake)
+        return made
+
+    async def task_claim(self, request: ClaimRequest) -> list[Lease]:
+        return await self._write(lambda conn, now: task_claim(conn, now, request))
+
+    async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
+        if not completions:
+            return []
+        batch = [recordable(c) for c in completions]
+        wake = Wakeups()
+        done = await self._write(lambda conn, now: task_complete_many(conn, now, batch, wake))
+        self._fire(wake)
+        return done

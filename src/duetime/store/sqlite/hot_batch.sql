@@ -1,0 +1,201 @@
+-- The SQLite store's batch strategy for create, claim and complete (duetime/store/sqlite/hot.py):
+-- one writer, so a batch is a few statements (executemany for rows) in one write transaction.
+-- Times are INTEGER microseconds; lists are one JSON text parameter.
+
+-- name: task_insert
+INSERT INTO tasks (
+    id, tenant_id, name, queue, status, version, target_type, target, payload, idempotency_key,
+    priority, retry, timeout_seconds, depends_on, pending_parents, has_dependents,
+    concurrency_key, labels, attempts, series_start, schedule_id, scheduled_for, run_at, due_at,
+    created_at, updated_at, finished_at, last_error, cancel_requested, traceparent, request_hash,
+    payload_ref
+) VALUES (
+    :id, :tenant_id, :name, :queue, :status, 1, :target_type, :target, :payload,
+    :idempotency_key, :priority, :retry, :timeout_seconds, :depends_on, :pending_parents, 0,
+    :concurrency_key, :labels, 0, 0, :schedule_id, :scheduled_for, :run_at, :run_at,
+    :now, :now, :finished_at, :last_error, 0, :traceparent, :request_hash, :payload_ref
+);
+
+-- name: task_find_by_idempotency_keys
+SELECT * FROM tasks
+WHERE tenant_id = :tenant_id AND idempotency_key IN (SELECT value FROM json_each(:keys));
+
+-- name: task_parent_states
+SELECT id, tenant_id, status FROM tasks WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: task_dep_insert
+INSERT OR IGNORE INTO task_deps (parent_id, child_id) VALUES (:parent_id, :child_id);
+
+-- name: task_mark_has_dependents
+UPDATE tasks SET has_dependents = 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND has_dependents = 0;
+
+-- Claims: one UPDATE picks and leases the tasks. RETURNING gives rows in no particular order, so
+-- the caller sorts them again (priority DESC, due_at, rowid). duetime_uuid() is a function the
+-- store registers on its connection (a random UUID per row). ":lease_us" NULL = the task's own
+-- timeout plus ":grace_us". Every claim below is this UPDATE over its own pick.
+-- fragment: claim_lease
+UPDATE tasks SET
+    status = 'running', version = version + 1, attempts = attempts + 1,
+    lease_id = duetime_uuid(),
+    lease_expires_at = :now + coalesce(:lease_us, CAST(round(timeout_seconds * 1000000) AS INTEGER)
+                                                  + :grace_us),
+    started_at = :now, finished_at = NULL, updated_at = :now, worker_id = :worker_id
+WHERE rowid IN
+
+-- Push targets (the dispatcher), via tasks_ready_push.
+-- name: task_claim_push
+-- include: claim_lease
+    (SELECT rowid FROM tasks
+    WHERE status = 'ready' AND target_type <> 'worker'
+      AND target_type IN (SELECT value FROM json_each(:types))
+      AND (:queue IS NULL OR queue = :queue)
+      AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+      AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+      AND NOT EXISTS (  -- paused or limited queues (limited ones: queue by queue, below)
+          SELECT 1 FROM queues AS q
+          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+            AND (q.paused OR q.max_concurrency IS NOT NULL))
+    ORDER BY priority DESC, due_at
+    LIMIT :limit)
+RETURNING *, rowid AS claim_rowid;
+
+-- One tenant's queue: the lease API, via tasks_ready_worker.
+-- name: task_claim_worker
+-- include: claim_lease
+    (SELECT rowid FROM tasks
+    WHERE status = 'ready' AND target_type = 'worker'
+      AND tenant_id = :tenant_id AND queue = :queue
+      AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+      AND NOT EXISTS (  -- paused or limited queues (limited ones: queue by queue, below)
+          SELECT 1 FROM queues AS q
+          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+            AND (q.paused OR q.max_concurrency IS NOT NULL))
+    ORDER BY priority DESC, due_at
+    LIMIT :limit)
+RETURNING *, rowid AS claim_rowid;
+
+-- Any mix of target types, any queue. No single partial index fits, so each kind of target
+-- reads its own (push / worker) and the two ordered streams are merged.
+-- name: task_claim_any
+-- include: claim_lease
+    (SELECT rid FROM (
+        SELECT rowid AS rid, priority, due_at FROM tasks
+        WHERE status = 'ready' AND target_type <> 'worker'
+          AND target_type IN (SELECT value FROM json_each(:types))
+          AND (:queue IS NULL OR queue = :queue)
+          AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+          AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+          AND NOT EXISTS (  -- paused or limited queues
+              SELECT 1 FROM queues AS q
+              WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+                AND (q.paused OR q.max_concurrency IS NOT NULL))
+        UNION ALL
+        SELECT rowid AS rid, priority, due_at FROM tasks
+        WHERE status = 'ready' AND target_type = 'worker'
+          AND 'worker' IN (SELECT value FROM json_each(:types))
+          AND (:queue IS NULL OR queue = :queue)
+          AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+          AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+          AND NOT EXISTS (  -- paused or limited queues
+              SELECT 1 FROM queues AS q
+              WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+                AND (q.paused OR q.max_concurrency IS NOT NULL))
+    )
+    ORDER BY priority DESC, due_at, rid
+    LIMIT :limit)
+RETURNING *, rowid AS claim_rowid;
+
+-- Limited queues a claim may take from. The claim statements above skip them; the caller claims
+-- from each within its room, in the same write transaction.
+-- name: queue_limited
+SELECT tenant_id, name, max_concurrency FROM queues
+WHERE max_concurrency IS NOT NULL AND paused = 0
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:queue IS NULL OR name = :queue)
+ORDER BY tenant_id, name;
+
+-- The same for push claims (the dispatcher), only queues with a ready push task: walks the
+-- tasks_ready_push index (CROSS JOIN keeps tasks the outer loop), which holds only the ready push
+-- tasks not yet taken, instead of every ready task of a limited queue.
+-- name: queue_limited_ready_push
+SELECT DISTINCT q.tenant_id, q.name, q.max_concurrency
+FROM tasks CROSS JOIN queues AS q
+    ON q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+WHERE tasks.status = 'ready' AND tasks.target_type <> 'worker'
+  AND tasks.target_type IN (SELECT value FROM json_each(:types))
+  AND (:names IS NULL OR tasks.name IN (SELECT value FROM json_each(:names)))
+  AND q.max_concurrency IS NOT NULL AND q.paused = 0
+  AND (:tenant_id IS NULL OR q.tenant_id = :tenant_id)
+  AND (:queue IS NULL OR q.name = :queue)
+ORDER BY q.tenant_id, q.name;
+
+-- name: queue_running
+SELECT count(*) AS n FROM tasks
+WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue;
+
+-- Worker tasks of one tenant's limited queue, via tasks_ready_worker.
+-- name: task_claim_limited_worker
+-- include: claim_lease
+    (SELECT rowid FROM tasks
+    WHERE status = 'ready' AND target_type = 'worker'
+      AND tenant_id = :tenant_id AND queue = :queue
+      AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+    ORDER BY priority DESC, due_at
+    LIMIT :limit)
+RETURNING *, rowid AS claim_rowid;
+
+-- Any target types of one tenant's limited queue (the dispatcher's side).
+-- name: task_claim_limited
+-- include: claim_lease
+    (SELECT rowid FROM tasks
+    WHERE status = 'ready' AND tenant_id = :tenant_id AND queue = :queue
+      AND target_type IN (SELECT value FROM json_each(:types))
+      AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+    ORDER BY priority DESC, due_at
+    LIMIT :limit)
+RETURNING *, rowid AS claim_rowid;
+
+-- End attempts, fenced on (running, lease_id): one statement for a batch. :batch is a JSON array
+-- of [task_id, lease_id, ok, delay_us, result, error]; the caller makes task ids unique within
+-- one statement. The next status: succeeded on success; else cancelled when a cancel was
+-- requested; else retrying when a delay was given; else failed. SET expressions see the old row,
+-- so the "retrying" test is spelled out where it matters.
+-- name: task_finish
+UPDATE tasks SET
+    status = CASE
+        WHEN c.ok THEN 'succeeded'
+        WHEN tasks.cancel_requested THEN 'cancelled'
+        WHEN c.delay_us IS NOT NULL THEN 'retrying'
+        ELSE 'failed' END,
+    due_at = CASE
+        WHEN NOT c.ok AND NOT tasks.cancel_requested AND c.delay_us IS NOT NULL
+        THEN :now + c.delay_us
+        ELSE tasks.due_at END,
+    finished_at = CASE
+        WHEN NOT c.ok AND NOT tasks.cancel_requested AND c.delay_us IS NOT NULL THEN NULL
+        ELSE :now END,
+    result = CASE WHEN c.ok THEN c.result ELSE tasks.result END,
+    last_error = CASE WHEN c.ok THEN tasks.last_error ELSE c.error END,
+    lease_id = NULL,
+    lease_expires_at = NULL,
+    version = tasks.version + 1,
+    updated_at = :now
+FROM (
+    SELECT value ->> 0 AS id, value ->> 1 AS lease_id, value ->> 2 AS ok,
+           value ->> 3 AS delay_us, value ->> 4 AS result, value ->> 5 AS error,
+           value ->> 6 AS expiry
+    FROM json_each(:batch)
+) AS c
+WHERE tasks.id = c.id AND tasks.status = 'running' AND tasks.lease_id = c.lease_id
+  -- The reaper's lease_expired ending counts only if the lease is still expired: a heartbeat
+  -- that landed after the reaper read it wins.
+  AND (NOT c.expiry OR tasks.lease_expires_at <= :now)
+RETURNING tasks.id, tasks.status, tasks.attempts, tasks.has_dependents;
+
+-- name: attempt_insert
+INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error, http_status,
+                      duration_ms, worker)
+VALUES (:task_id, :number, :started_at, :now, :outcome, :error, :http_status, :duration_ms,
+        :worker)
+ON CONFLICT (task_id, number) DO NOTHING;

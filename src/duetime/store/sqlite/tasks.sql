@@ -1,0 +1,89 @@
+-- Tasks as the API reads and changes them (plans in duetime/store/core/tasks.py).
+-- Each change is one UPDATE conditional on the statuses the plan allows (:statuses, a JSON list);
+-- when it matches nothing the plan reads the task to tell "not found" from "conflict".
+
+-- name: task_get
+SELECT * FROM tasks WHERE tenant_id = :tenant_id AND id = :id;
+
+-- Newest first, after :cursor (NULL: the first page; char(1114111) sorts after every id). The
+-- arms pick an index, only one runs (its gate is constant): without a status, or with several,
+-- tasks_tenant is walked newest first; with exactly one, (tenant_id, status, id DESC) serves
+-- both filter and order. SQLite pushes the outer filters into both arms and merges them by id.
+-- Labels: every wanted key/value pair must exist.
+-- name: task_list
+SELECT * FROM (
+    SELECT * FROM tasks
+    WHERE coalesce(json_array_length(:statuses), 0) <> 1
+      AND tenant_id = :tenant_id AND id < coalesce(:cursor, char(1114111))
+      AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+    UNION ALL
+    SELECT * FROM tasks
+    WHERE json_array_length(:statuses) = 1
+      AND tenant_id = :tenant_id AND status = json_extract(:statuses, '$[0]')
+      AND id < coalesce(:cursor, char(1114111))
+) AS tasks
+WHERE (:queue IS NULL OR queue = :queue)
+  AND (:name IS NULL OR name = :name)
+  AND (:schedule_id IS NULL OR schedule_id = :schedule_id)
+  AND (:run_after IS NULL OR run_at >= :run_after)
+  AND (:run_before IS NULL OR run_at < :run_before)
+  AND (:labels IS NULL OR NOT EXISTS (
+        SELECT 1 FROM json_each(:labels) AS want
+        WHERE NOT EXISTS (
+            SELECT 1 FROM json_each(tasks.labels) AS have
+            WHERE have.key = want.key AND have.value = want.value)))
+ORDER BY id DESC
+LIMIT :limit;
+
+-- A new run_at moves due_at; a waiting task follows it between scheduled and ready.
+-- name: task_update
+UPDATE tasks SET
+    run_at = coalesce(:run_at, run_at),
+    due_at = coalesce(:run_at, due_at),
+    status = CASE
+        WHEN :run_at IS NULL OR status = 'blocked' THEN status
+        WHEN :run_at <= :now THEN 'ready'
+        ELSE 'scheduled' END,
+    payload = coalesce(:payload_json, payload),
+    priority = coalesce(:priority, priority),
+    labels = coalesce(:labels, labels),
+    version = version + 1,
+    updated_at = :now
+WHERE id = :id AND tenant_id = :tenant_id
+  AND status IN (SELECT value FROM json_each(:statuses))
+RETURNING *;
+
+-- A running task keeps running and ends cancelled with its attempt (see task_finish).
+-- name: task_cancel
+UPDATE tasks SET
+    status = CASE WHEN status = 'running' THEN 'running' ELSE 'cancelled' END,
+    cancel_requested = status = 'running',
+    finished_at = CASE WHEN status = 'running' THEN NULL ELSE :now END,
+    version = version + 1,
+    updated_at = :now
+WHERE id = :id AND tenant_id = :tenant_id
+  AND status IN (SELECT value FROM json_each(:statuses))
+RETURNING *;
+
+-- A dead-letter replay: a new attempt series, due now.
+-- name: task_retry
+UPDATE tasks SET status = 'ready', version = version + 1, updated_at = :now, due_at = :now,
+    series_start = attempts, last_error = NULL, result = NULL, finished_at = NULL,
+    cancel_requested = 0, lease_id = NULL, lease_expires_at = NULL
+WHERE id = :id AND tenant_id = :tenant_id
+  AND status IN (SELECT value FROM json_each(:statuses))
+RETURNING *;
+
+-- One row with a NULL number when the task exists without attempts; none when it is not ours.
+-- name: attempt_list
+SELECT t.id AS task_id, a.number, a.started_at, a.finished_at, a.outcome, a.error,
+       a.http_status, a.duration_ms, a.worker
+FROM tasks AS t LEFT JOIN attempts AS a ON a.task_id = t.id
+WHERE t.id = :id AND t.tenant_id = :tenant_id
+ORDER BY a.number;
+
+-- A lease is current while its task runs under it; via tasks_lease.
+-- name: task_leases_get
+SELECT * FROM tasks
+WHERE lease_id IN (SELECT value FROM json_each(:lease_ids)) AND status = 'running'
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
