@@ -324,6 +324,16 @@ class TenantQuotas:
 
 
 @dataclass(frozen=True, slots=True)
+class Released:
+    """A task handed back unstarted (``task_release``): its id, queue and status now
+    (``ready`` or ``scheduled``)."""
+
+    task_id: str
+    queue: str
+    status: TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
 class TargetCircuit:
     """A circuit breaker's last known state for one (tenant, target origin), as stored
     (:mod:`duetime.delivery.circuit`)."""

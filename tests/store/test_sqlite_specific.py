@@ -22,10 +22,11 @@ import pytest
 from duetime.clock import FakeClock
 from duetime.errors import ConfigError, StoreUnavailable
 from duetime.store import store_from_url
+from duetime.store.sql import parse
 from duetime.store.sqlite import hot
 from duetime.store.sqlite.backend import SqliteStore
 from duetime.store.sqlite.driver import split_statements
-from duetime.store.sqlite.queries import QUERIES, parse_queries
+from duetime.store.sqlite.queries import QUERIES
 from duetime.types import NewTask, TaskFilter, TaskStatus
 
 WORKER = {"type": "worker"}
@@ -314,10 +315,10 @@ async def test_label_filter_accepts_any_key_text(sqlite_store: SqliteStore) -> N
 def test_named_queries_load_and_reject_duplicates() -> None:
     assert "begin_immediate" in QUERIES and "task_release_dependents" in QUERIES
     assert all(not sql.rstrip().endswith("--") and sql.strip() for sql in QUERIES.values())
-    parsed = parse_queries("-- name: a\nSELECT 1;\n-- says b\n-- name: b\nSELECT 2;\n")
-    assert parsed == {"a": "SELECT 1;", "b": "SELECT 2;"}
+    parsed = parse("-- name: a\nSELECT 1;\n-- says b\n-- name: b\nSELECT 2;\n", "sqlite")
+    assert {name: q.text for name, q in parsed.items()} == {"a": "SELECT 1;", "b": "SELECT 2;"}
     with pytest.raises(ValueError, match="twice"):
-        parse_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+        parse("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n", "sqlite")
 
 
 def test_migration_scripts_split_into_statements() -> None:

@@ -36,7 +36,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from duetime.history.events import HistoryEvent, HistoryFilter
 from duetime.history.retention import RetentionPolicy, TaskArchiver
-from duetime.store.core.leases import Released
 from duetime.store.counters import CountKey, Reconciled
 from duetime.types import (
     ApiKey,
@@ -51,6 +50,7 @@ from duetime.types import (
     Queue,
     QueueSettings,
     QueueStats,
+    Released,
     Schedule,
     ScheduleAdvance,
     ScheduleChange,

@@ -40,8 +40,7 @@ from duetime.api.queue_schemas import (
 )
 from duetime.api.routes.queues import queue_name
 from duetime.errors import StaleLease
-from duetime.store.core.leases import Released
-from duetime.types import Lease
+from duetime.types import Lease, Released
 
 router = APIRouter(prefix="/v1", tags=["leases"], responses=problem_responses(400, 401, 422, 503))
 

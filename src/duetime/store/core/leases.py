@@ -10,23 +10,13 @@ was requested is not handed back (its holder ends it, and it ends ``cancelled``)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from duetime.ids import is_uuid
 from duetime.store.core.plan import Decode, Plan, Row, Wake, all_, one
 from duetime.store.core.runner import Runs
-from duetime.types import TaskStatus
+from duetime.types import Released, TaskStatus
 
 MAX_RELEASE_DELAY_SECONDS = 30 * 24 * 3600.0
-
-
-@dataclass(frozen=True, slots=True)
-class Released:
-    """A task handed back: its id, queue and status now (``ready`` or ``scheduled``)."""
-
-    task_id: str
-    queue: str
-    status: TaskStatus
 
 
 def _released(r: Row, d: type[Decode]) -> Released:

@@ -1,4 +1,5 @@
--- Named queries of the PostgreSQL store, loaded into a dict by duetime.store.postgres.sql.
+-- Named queries of the PostgreSQL store outside the core's plans, loaded by
+-- duetime.store.postgres.sql with the one loader (duetime.store.sql).
 --
 -- Conventions:
 --   * Statements are prepared and soon run with generic plans, blind to array sizes: rows are
@@ -16,8 +17,8 @@
 SELECT 1;
 
 -- name: now
-SELECT coalesce($1::timestamptz, now());
+SELECT coalesce(:now::timestamptz, now());
 
 -- name: notify
-SELECT pg_notify($1, $2);
+SELECT pg_notify(:channel, :payload);
 
