@@ -153,8 +153,8 @@ def test_default_prefetch() -> None:
 
 
 async def test_stop_releases_prefetched_leases_that_never_started() -> None:
-    """...except a task's last attempt: failing it back would fail the task without it ever
-    running, so it runs within the grace period instead."""
+    """They are handed back (``/v1/leases/release``): no attempt spent, so a task's last
+    attempt is handed back too instead of failing the task unrun."""
     api = FakeLeaseApi()
     ids = [api.add("block") for _ in range(4)]
     last = api.add("block", attempts=3, retry={"max_attempts": 3})
@@ -171,21 +171,19 @@ async def test_stop_releases_prefetched_leases_that_never_started() -> None:
     running = asyncio.create_task(worker.run())
     await until(lambda: worker.stats.leased == 5 and started)
     worker.stop()
-    waiting = [i for i in ids if i not in started]
-    # The three waiting leases are released at once: while the running one still runs.
+    waiting = [i for i in [*ids, last] if i not in started]
+    # The four waiting leases are handed back at once, while the running one still runs.
     await until(lambda: all(i in api.outcomes for i in waiting))
-    assert started == [ids[0]] and len(waiting) == 3 and last not in api.outcomes
-    assert all(api.outcomes[i][0] == "fail" for i in waiting)
-    assert {api.outcomes[i][1]["error"] for i in waiting} == {"worker shutting down"}
-    assert {api.outcomes[i][1]["retryable"] for i in waiting} == {True}
-    release.set()  # the running one finishes within its grace, then the last attempt runs
+    assert started == [ids[0]] and len(waiting) == 4 and last in waiting
+    assert {api.outcomes[i][0] for i in waiting} == {"release"}
+    assert api.bodies("/v1/leases/release")  # one batch call, not one per lease
+    release.set()  # the running one finishes within its grace
     stats = await asyncio.wait_for(running, 5)
-    assert started == [ids[0], last]
-    assert api.outcomes[ids[0]][0] == "complete" and api.outcomes[last][0] == "complete"
-    assert stats.released == 3 and stats.succeeded == 2
+    assert started == [ids[0]] and api.outcomes[ids[0]][0] == "complete"
+    assert stats.released == 4 and stats.succeeded == 1
 
 
-async def test_a_hard_stop_fails_back_a_waiting_last_attempt_too() -> None:
+async def test_a_hard_stop_hands_back_waiting_leases_and_fails_running_ones() -> None:
     api = FakeLeaseApi()
     first = api.add("block")
     last = api.add("block", attempts=2, retry={"max_attempts": 2})
@@ -199,7 +197,7 @@ async def test_a_hard_stop_fails_back_a_waiting_last_attempt_too() -> None:
     await until(lambda: worker.stats.leased == 2)
     worker.stop(graceful=False)
     stats = await asyncio.wait_for(running, 5)
-    assert {api.outcomes[first][0], api.outcomes[last][0]} == {"fail"}
+    assert api.outcomes[first][0] == "fail" and api.outcomes[last][0] == "release"
     assert stats.released == 2
 
 

@@ -94,6 +94,9 @@ class FakeLeaseApi:
             kind = parts[2]
             items = [self._ack(kind, item["lease_id"], item) for item in body["items"]]
             return httpx.Response(200, json={"items": items})
+        if path == "/v1/leases/release":
+            items = [self._ack("release", lease_id, body) for lease_id in body["lease_ids"]]
+            return httpx.Response(200, json={"items": items})
         if parts[:2] == ["v1", "leases"] and len(parts) == 4:
             lease_id, action = parts[2], parts[3]
             if action == "heartbeat":
@@ -144,5 +147,5 @@ class FakeLeaseApi:
         if task_id is None or lease_id in self.stale:
             return {"lease_id": lease_id, "status": "stale", "task_id": None, "task_status": None}
         self.outcomes[task_id] = (kind, body)
-        status = "succeeded" if kind == "complete" else "retrying"
+        status = {"complete": "succeeded", "release": "ready"}.get(kind, "retrying")
         return {"lease_id": lease_id, "status": "ok", "task_id": task_id, "task_status": status}

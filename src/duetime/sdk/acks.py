@@ -32,8 +32,12 @@ AckOutcome = Literal["ok", "stale", "error", "failed_instead"]
 """What became of one ack: applied; refused as stale (fenced); dropped after an error; or (a
 completion whose result the server rejected) sent as a non-retryable failure instead."""
 
-_Kind = Literal["complete", "fail"]
-_PATHS: dict[_Kind, str] = {"complete": "/v1/leases/complete", "fail": "/v1/leases/fail"}
+_Kind = Literal["complete", "fail", "release"]
+_PATHS: dict[_Kind, str] = {
+    "complete": "/v1/leases/complete",
+    "fail": "/v1/leases/fail",
+    "release": "/v1/leases/release",
+}
 
 
 def _default(value: Any) -> Any:
@@ -74,7 +78,11 @@ class AckBatcher:
         self._batch_size = batch_size
         self._backoff = backoff_seconds
         self._max_backoff = max_backoff_seconds
-        self._buffers: dict[_Kind, list[dict[str, Any]]] = {"complete": [], "fail": []}
+        self._buffers: dict[_Kind, list[dict[str, Any]]] = {
+            "complete": [],
+            "fail": [],
+            "release": [],
+        }
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._sending: dict[asyncio.Task[None], int] = {}  # batch in flight -> its size
@@ -108,6 +116,10 @@ class AckBatcher:
             "timed_out": timed_out,
         }
         self._add("fail", item)
+
+    def release(self, lease_id: str) -> None:
+        """Queue a hand-back of a lease that never started (its attempt is not spent)."""
+        self._add("release", {"lease_id": lease_id})
 
     def _add(self, kind: _Kind, item: dict[str, Any]) -> None:
         self._buffers[kind].append(item)
@@ -162,7 +174,12 @@ class AckBatcher:
         delay = self._backoff
         while True:
             try:
-                results = await self._client._acks_raw(_PATHS[kind], {"items": batch})
+                body: dict[str, Any] = (
+                    {"lease_ids": [item["lease_id"] for item in batch]}
+                    if kind == "release"
+                    else {"items": batch}
+                )
+                results = await self._client._acks_raw(_PATHS[kind], body)
             except (ApiUnavailable, ApiTransportError) as exc:
                 if not self._may_retry(delay):
                     log.warning("giving up on %d %s acks: %s", len(batch), kind, exc)
@@ -206,6 +223,8 @@ class AckBatcher:
         try:
             if kind == "complete":
                 await self._client.complete_lease(lease_id, item["result"])
+            elif kind == "release":
+                await self._client.release_lease(lease_id)
             else:
                 await self._client.fail_lease(
                     lease_id,

@@ -482,6 +482,8 @@ class Client:
     fail_lease = _blocking(AsyncClient.fail_lease)
     complete_leases = _blocking(AsyncClient.complete_leases)
     fail_leases = _blocking(AsyncClient.fail_leases)
+    release_lease = _blocking(AsyncClient.release_lease)
+    release_leases = _blocking(AsyncClient.release_leases)
     list_workers = _blocking(AsyncClient.list_workers)
     list_queues = _blocking(AsyncClient.list_queues)
     get_queue = _blocking(AsyncClient.get_queue)

@@ -181,6 +181,27 @@ class LeaseCalls(_Api):
         path = f"/v1/leases/{_segment(lease_id)}/fail"
         return AckResult.model_validate(await self._request("POST", path, body=body))
 
+    async def release_lease(self, lease_id: str, *, delay_seconds: float = 0.0) -> AckResult:
+        """Hand the task under ``lease_id`` back without spending its attempt (a lease taken
+        but never started): it waits again, due ``delay_seconds`` from now. Raises
+        ``ApiStaleLease`` (409) when the lease is not current or the task's cancel was
+        requested."""
+        path = f"/v1/leases/{_segment(lease_id)}/release"
+        body = {"delay_seconds": delay_seconds}
+        return AckResult.model_validate(await self._request("POST", path, body=body))
+
+    async def release_leases(
+        self, lease_ids: Iterable[str], *, delay_seconds: float = 0.0
+    ) -> list[AckResult]:
+        """Hand back up to 1,000 leases in one call; one :class:`AckResult` per lease, in input
+        order (``status="stale"`` for one not handed back — never an error)."""
+        ids = list(lease_ids)
+        if not ids:
+            return []
+        body = {"lease_ids": ids, "delay_seconds": delay_seconds}
+        data = await self._request("POST", "/v1/leases/release", body=body)
+        return list(_AckBatch.model_validate(data).items)
+
     async def complete_leases(
         self, items: Iterable[LeaseCompletion | Mapping[str, Any]]
     ) -> list[AckResult]:
@@ -206,7 +227,7 @@ class LeaseCalls(_Api):
 
     async def _acks_raw(self, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         """:meth:`_acks` for the worker's outbox: the items as the server sent them."""
-        if not body["items"]:
+        if not (body.get("items") or body.get("lease_ids")):
             return []
         data = await self._request("POST", path, body=body)
         items: list[dict[str, Any]] = data["items"]

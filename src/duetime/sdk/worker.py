@@ -42,9 +42,9 @@ backoff. With several queues, each round asks every queue (without waiting) befo
 one of them for at most a second, in turn.
 
 Stopping: :meth:`Worker.stop` (or SIGTERM/SIGINT under :meth:`Worker.run_sync`) stops leasing at
-once, releases the prefetched leases that have not started (failed back as retryable, like the
-rest; a task's last attempt is run within the grace instead, since failing it back would fail
-the task without it ever running), lets running handlers finish for ``shutdown_grace_seconds``,
+once, hands back the prefetched leases that have not started (``POST /v1/leases/release``: they
+wait for another worker and their attempts are not spent), lets running handlers finish for
+``shutdown_grace_seconds``,
 fails the rest back as retryable (``"worker shutting down"``) so another worker takes them
 without waiting for their leases to expire, and flushes every ack. A second signal skips the
 grace period.
@@ -948,17 +948,15 @@ class Worker:
         loop, changed, acks = self._loop, self._changed, self._acks
         assert loop is not None and changed is not None and acks is not None
         deadline = loop.time() + self.config.shutdown_grace_seconds
-        # Prefetched leases that never started are released, except a task's last attempt:
-        # failing that back would fail the task without it ever running, so it runs within the
-        # grace period like the running ones (and is failed back with them when that ends).
-        waiting = [h for h in self._waiting if not (h.ended or h.lost)]
-        last = [h for h in waiting if h.job.last_attempt]
-        released = [h for h in waiting if not h.job.last_attempt]
-        self._waiting = deque(last)
+        # Prefetched leases that never started are handed back (``/v1/leases/release``): the
+        # tasks wait for another worker and their attempts are not spent.
+        released = [h for h in self._waiting if not (h.ended or h.lost)]
+        self._waiting = deque()
         if released:
             log.info("releasing %d prefetched tasks that had not started", len(released))
         for held in released:
-            self._fail(held, SHUTDOWN_ERROR, retryable=True)
+            held.ended, held.kind = True, "release"
+            acks.release(held.job.lease_id)
         if not self._hard_stop:
             self._start_waiting()
         while not self._hard_stop and any(not h.ended for h in self._held.values()):

@@ -648,7 +648,7 @@ class HistoryMaintenanceStore(RetentionStore, HistoryArchiveStore, StoreClock, P
 
 class NotifierStore(NotificationStore, TaskStore, Protocol):
     """The notifier's store: settings read, notification tasks made
-    (:class:`duetime.notify.notifier.Notifier`)."""
+    (:class:`duetime.engine.notifier.Notifier`)."""
 
 
 class PullStore(ClaimStore, LeaseStore, QueueStore, Protocol):
