@@ -88,3 +88,26 @@ def test_every_api_area_has_commands(run: Any) -> None:
 
     run("admin", "key-delete", second["id"], key=ADMIN)
     run("tenant", "get", key=second["api_key"], code=1)  # refused: 401
+
+
+def test_quota_target_and_release_commands(run: Any) -> None:
+    made = run("admin", "tenant-create", "quota-co", key=ADMIN)
+    key = made["api_key"]
+    listed = run("admin", "tenant-list", key=ADMIN)["items"]
+    assert made["id"] in [t["id"] for t in listed]
+    set_ = run(
+        "admin", "tenant-set", made["id"], "--max-pending-tasks", "5", "--weight", "3", key=ADMIN
+    )
+    assert set_["quotas"]["max_pending_tasks"] == 5 and set_["quotas"]["weight"] == 3
+    cleared = run("admin", "tenant-set", made["id"], "--clear", "max_pending_tasks", key=ADMIN)
+    assert cleared["quotas"]["max_pending_tasks"] is None and cleared["quotas"]["weight"] == 3
+    run("admin", "tenant-set", made["id"], "--clear", "nope", key=ADMIN, code=2)
+    got = run("admin", "tenant-get", made["id"], key=ADMIN)
+    assert got["usage"] == {"pending_tasks": 0, "schedules": 0}
+    assert run("targets", key=key) == {"items": []}
+
+    run("task", "create", "--target", '{"type": "worker"}', "--name", "job", key=key)
+    [lease] = run("lease", "take", "--worker-id", "cli-w", "--name", "job", key=key)["items"]
+    released = run("lease", "release", lease["lease_id"], key=key)
+    assert released["status"] == "ok" and released["task_status"] == "ready"
+    run("admin", "tenant-delete", made["id"], key=ADMIN, code=4)  # a task is not ended

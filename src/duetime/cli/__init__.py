@@ -23,7 +23,7 @@ from duetime.cli import (
     bulk,  # noqa: F401 - registers task replay / cancel-matching
     common,
 )
-from duetime.cli.api import admin_app, lease_app, workers
+from duetime.cli.api import admin_app, lease_app, targets, workers
 from duetime.cli.bench import bench_app
 from duetime.cli.common import task_app, tenant_app
 from duetime.cli.dev_receiver import dev_receiver
@@ -76,6 +76,7 @@ app.add_typer(queue_app, name="queue")
 app.add_typer(admin_app, name="admin")
 app.add_typer(lease_app, name="lease")
 app.command("workers")(workers)
+app.command("targets")(targets)
 app.command("worker")(worker)
 app.command("doctor")(doctor)
 app.command("history")(history)

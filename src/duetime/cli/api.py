@@ -1,18 +1,21 @@
-"""The CLI commands for the rest of the API: ``tenant get|rotate-secret``,
-``admin tenant-create|key-create|key-delete``, ``workers``, ``lease take|heartbeat|complete|fail``
+"""The CLI commands for the rest of the API: ``tenant get|rotate-secret``, ``admin
+tenant-create|tenant-list|tenant-get|tenant-set|tenant-delete|key-create|key-delete``,
+``workers``, ``targets``, ``lease take|heartbeat|complete|fail|release``
 Each takes ``--url``/``--api-key`` and ``-o``, like the others."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from duetime.cli.common import (
+    EXIT_USAGE,
     ApiKeyOption,
     UrlOption,
     api_client,
     errors_reported,
+    fail,
     json_arg,
     tenant_app,
 )
@@ -175,3 +178,101 @@ def lease_fail(
             lease_id, error, retryable=retryable, retry_after_seconds=retry_after_seconds
         )
         emit(output, done.to_json())
+
+
+@lease_app.command("release")
+def lease_release(
+    lease_id: LeaseArg,
+    delay_seconds: Annotated[float, typer.Option(help="Due again this long from now.")] = 0.0,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
+    """Hand the task back unstarted: it waits again and its attempt is not spent."""
+    with errors_reported(), api_client(url, api_key) as client:
+        emit(output, client.release_lease(lease_id, delay_seconds=delay_seconds).to_json())
+
+
+_TENANT_COLUMNS = ("id", "name", "created_at")
+
+
+@admin_app.command("tenant-list")
+def admin_tenant_list(
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
+    """Every tenant, oldest first, with its quotas and usage."""
+    with errors_reported(), api_client(url, api_key) as client:
+        found = client.list_tenants()
+        emit(output, {"items": [t.to_json() for t in found]}, _TENANT_COLUMNS)
+
+
+@admin_app.command("tenant-get")
+def admin_tenant_get(
+    tenant_id: Annotated[str, typer.Argument(metavar="TENANT_ID")],
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
+    """One tenant with its quotas and usage."""
+    with errors_reported(), api_client(url, api_key) as client:
+        emit(output, client.get_tenant_admin(tenant_id).to_json())
+
+
+@admin_app.command("tenant-set")
+def admin_tenant_set(
+    tenant_id: Annotated[str, typer.Argument(metavar="TENANT_ID")],
+    max_pending_tasks: Annotated[int | None, typer.Option(help="Tasks not ended.")] = None,
+    max_creates_per_second: Annotated[float | None, typer.Option(help="Task creates/s.")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="Running tasks.")] = None,
+    max_schedules: Annotated[int | None, typer.Option(help="Live schedules.")] = None,
+    weight: Annotated[int | None, typer.Option(help="Share of claims (1-1000).")] = None,
+    clear: Annotated[
+        list[str] | None,
+        typer.Option(help="Remove this quota (repeatable), e.g. --clear max_schedules."),
+    ] = None,
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
+    """Change a tenant's quotas: options given are set, --clear ones removed, others kept."""
+    given: dict[str, Any] = {
+        "max_pending_tasks": max_pending_tasks,
+        "max_creates_per_second": max_creates_per_second,
+        "max_concurrency": max_concurrency,
+        "max_schedules": max_schedules,
+        "weight": weight,
+    }
+    changes = {name: value for name, value in given.items() if value is not None}
+    for name in clear or []:
+        if name not in given:
+            raise fail(f"--clear {name}: not a quota (use one of {', '.join(given)})", EXIT_USAGE)
+        changes[name] = None
+    with errors_reported(), api_client(url, api_key) as client:
+        emit(output, client.set_tenant_quotas(tenant_id, **changes).to_json())
+
+
+@admin_app.command("tenant-delete")
+def admin_tenant_delete(
+    tenant_id: Annotated[str, typer.Argument(metavar="TENANT_ID")],
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
+    """Delete a tenant that has no work left (refused while it has tasks or schedules)."""
+    with errors_reported(), api_client(url, api_key) as client:
+        client.delete_tenant(tenant_id)
+        emit(output, {"id": tenant_id, "deleted": True})
+
+
+def targets(
+    url: UrlOption = DEFAULT_URL,
+    api_key: ApiKeyOption = None,
+    output: OutputOption = OutputFormat.JSON,
+) -> None:
+    """The tenant's webhook origins whose circuit breaker ever opened, with their state."""
+    with errors_reported(), api_client(url, api_key) as client:
+        found = client.list_targets()
+        columns = ("origin", "state", "failures", "open_until", "opened")
+        emit(output, {"items": [c.to_json() for c in found]}, columns)

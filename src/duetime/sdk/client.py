@@ -53,10 +53,12 @@ from duetime.sdk.models import (
     ApiKeyCreated,
     Attempt,
     Page,
+    TargetCircuit,
     Task,
     TaskSpec,
     TaskSpecFields,
     Tenant,
+    TenantAdmin,
     TenantCreated,
 )
 from duetime.sdk.notifications import NotificationCalls
@@ -293,6 +295,49 @@ class _TenantCalls(_Api):
         """Admin: revoke a key at once. Raises ``NotFound`` for an unknown key."""
         await self._request("DELETE", f"/v1/admin/keys/{_segment(key_id)}")
 
+    async def list_tenants(self) -> list[TenantAdmin]:
+        """Admin: every tenant, oldest first, with its quotas and usage."""
+        data = await self._request("GET", "/v1/admin/tenants")
+        return [TenantAdmin.model_validate(item) for item in data["items"]]
+
+    async def get_tenant_admin(self, tenant_id: str) -> TenantAdmin:
+        """Admin: one tenant with its quotas and usage. Raises ``NotFound``."""
+        data = await self._request("GET", f"/v1/admin/tenants/{_segment(tenant_id)}")
+        return TenantAdmin.model_validate(data)
+
+    async def set_tenant_quotas(
+        self,
+        tenant_id: str,
+        *,
+        max_pending_tasks: int | None = UNSET,
+        max_creates_per_second: float | None = UNSET,
+        max_concurrency: int | None = UNSET,
+        max_schedules: int | None = UNSET,
+        weight: int | None = UNSET,
+    ) -> TenantAdmin:
+        """Admin: change quotas; a quota given as None is removed (``weight``: back to 1), one
+        not given keeps its value. Raises ``NotFound``, ``ValidationError``."""
+        given = {
+            "max_pending_tasks": max_pending_tasks,
+            "max_creates_per_second": max_creates_per_second,
+            "max_concurrency": max_concurrency,
+            "max_schedules": max_schedules,
+            "weight": weight,
+        }
+        body = {name: value for name, value in given.items() if value is not UNSET}
+        path = f"/v1/admin/tenants/{_segment(tenant_id)}"
+        return TenantAdmin.model_validate(await self._request("PATCH", path, body=body))
+
+    async def delete_tenant(self, tenant_id: str) -> None:
+        """Admin: delete a tenant with no work left (keys, secrets, queues go with it). Raises
+        ``NotFound``; ``Conflict`` while it has tasks not ended or schedules."""
+        await self._request("DELETE", f"/v1/admin/tenants/{_segment(tenant_id)}")
+
+    async def list_targets(self) -> list[TargetCircuit]:
+        """The calling tenant's webhook origins whose circuit breaker ever opened."""
+        data = await self._request("GET", "/v1/targets")
+        return [TargetCircuit.model_validate(item) for item in data["items"]]
+
     async def is_ready(self) -> bool:
         """Whether the server answers ``/readyz`` with success (store reachable, migrations
         current). Never raises for an unreachable or unready server."""
@@ -475,6 +520,11 @@ class Client:
     create_tenant = _blocking(AsyncClient.create_tenant)
     create_api_key = _blocking(AsyncClient.create_api_key)
     delete_api_key = _blocking(AsyncClient.delete_api_key)
+    list_tenants = _blocking(AsyncClient.list_tenants)
+    get_tenant_admin = _blocking(AsyncClient.get_tenant_admin)
+    set_tenant_quotas = _blocking(AsyncClient.set_tenant_quotas)
+    delete_tenant = _blocking(AsyncClient.delete_tenant)
+    list_targets = _blocking(AsyncClient.list_targets)
     is_ready = _blocking(AsyncClient.is_ready)
     lease_tasks = _blocking(AsyncClient.lease_tasks)
     heartbeat = _blocking(AsyncClient.heartbeat)

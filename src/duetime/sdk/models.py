@@ -242,6 +242,43 @@ class TenantCreated(_Response):
     key_id: str | None = None
 
 
+class TenantQuotas(_Response):
+    """An operator's limits on a tenant (None: no limit); see ``PATCH /v1/admin/tenants``."""
+
+    max_pending_tasks: int | None = None
+    max_creates_per_second: float | None = None
+    max_concurrency: int | None = None
+    max_schedules: int | None = None
+    weight: int = 1
+
+
+class TenantUsage(_Response):
+    pending_tasks: int = 0
+    schedules: int = 0
+
+
+class TenantAdmin(_Response):
+    """A tenant as the admin sees it: its quotas and what counts against them."""
+
+    id: str
+    name: str
+    created_at: datetime | None = None
+    quotas: TenantQuotas = TenantQuotas()
+    usage: TenantUsage = TenantUsage()
+
+
+class TargetCircuit(_Response):
+    """A webhook origin's circuit breaker (``GET /v1/targets``)."""
+
+    origin: str
+    state: str
+    failures: int = 0
+    cooldown_seconds: float = 0.0
+    open_until: datetime | None = None
+    opened: int = 0
+    changed_at: datetime | None = None
+
+
 class ApiKeyCreated(_Response):
     """A new API key of a tenant. ``api_key`` is shown only this once; ``id`` names it for
     :meth:`AsyncClient.delete_api_key`."""
