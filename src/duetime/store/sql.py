@@ -29,6 +29,23 @@ from typing import Literal
 
 Dialect = Literal["sqlite", "postgres"]
 
+PLAN_FILES = (
+    "circuits.sql",
+    "dependencies.sql",
+    "history.sql",
+    "hot.sql",
+    "leadership.sql",
+    "leases.sql",
+    "lifecycle.sql",
+    "notifications.sql",
+    "queueing.sql",
+    "schedules.sql",
+    "tasks.sql",
+    "tenancy.sql",
+)
+"""The query files, one per domain of :mod:`duetime.store.core`, that each backend ships in its
+own dialect with the same statements: what the core's plans name."""
+
 _NAME_LINE = re.compile(
     r"^--\s*(?P<kind>name|fragment):\s*(?P<name>[a-z_][a-z0-9_]*)\s*$", re.MULTILINE
 )

@@ -31,7 +31,7 @@ from duetime.store.core.plan import (
     Woken,
 )
 from duetime.store.postgres.rows import to_json
-from duetime.store.sql import Query, load
+from duetime.store.sql import PLAN_FILES, Query, load
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -40,23 +40,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-FILES = (
-    "circuits.sql",
-    "dependencies.sql",
-    "history.sql",
-    "hot.sql",
-    "leadership.sql",
-    "leases.sql",
-    "lifecycle.sql",
-    "notifications.sql",
-    "queueing.sql",
-    "schedules.sql",
-    "tasks.sql",
-    "tenancy.sql",
-)
-"""The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
-
-QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "postgres", *FILES)
+QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "postgres", *PLAN_FILES)
 """The statements plans name, in PostgreSQL's dialect (``:name`` rewritten to ``$n``)."""
 
 

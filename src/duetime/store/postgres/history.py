@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     Conn = PoolConnectionProxy[asyncpg.Record]
 
 EXPORT = load(__package__ or "duetime.store.postgres", "postgres", "history_export.sql")
-"""The month export's statement (a cursor's, so not in the driver's ``FILES``)."""
+"""The month export's statement (a cursor's, so not in ``duetime.store.sql.PLAN_FILES``)."""
 
 
 class PgHistory:

@@ -26,28 +26,12 @@ from duetime.store.core.plan import (
     Wake,
     Woken,
 )
-from duetime.store.sql import Query, load
+from duetime.store.sql import PLAN_FILES, Query, load
 from duetime.store.sqlite.rows import dumps, from_micros, to_micros
 
 T = TypeVar("T")
 
-FILES = (
-    "circuits.sql",
-    "dependencies.sql",
-    "history.sql",
-    "hot.sql",
-    "leadership.sql",
-    "leases.sql",
-    "lifecycle.sql",
-    "notifications.sql",
-    "queueing.sql",
-    "schedules.sql",
-    "tasks.sql",
-    "tenancy.sql",
-)
-"""The query files whose statements plans name (one per domain of :mod:`duetime.store.core`)."""
-
-QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "sqlite", *FILES)
+QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "sqlite", *PLAN_FILES)
 """The statements plans name, in SQLite's dialect."""
 
 

@@ -22,7 +22,8 @@ from duetime.store.sqlite.rows import from_micros, to_micros
 T = TypeVar("T")
 
 EXPORT = load(__package__ or "duetime.store.sqlite", "sqlite", "history_export.sql")
-"""The month export's page (PostgreSQL streams a cursor instead, so not in ``FILES``)."""
+"""The month export's page (PostgreSQL streams a cursor instead, so not in
+``duetime.store.sql.PLAN_FILES``)."""
 
 
 def _page(where: dict[str, Any], conn: sqlite3.Connection) -> list[dict[str, Any]]:
