@@ -61,16 +61,6 @@ class Circuit:
     probing: bool = False
     """A probe is in flight (half-open)."""
 
-    def view(self) -> dict[str, Any]:
-        return {
-            "tenant_id": self.tenant_id,
-            "origin": self.origin,
-            "state": self.state.value,
-            "failures": self.failures,
-            "cooldown_seconds": self.cooldown,
-            "open_until": self.open_until,
-        }
-
 
 Listener = Callable[[Circuit], None]
 """Told of every change of a circuit's state (in the process that made it); must not block."""

@@ -268,9 +268,10 @@ class Dispatcher(Service):
 
     async def _deliver(self, lease: Lease) -> None:
         task = lease.task
-        origin = origin_of(task.target) if self._circuits is not None else None
-        if origin is not None and self._circuits is not None:
-            held = self._circuits.hold(task.tenant_id, origin)
+        circuits = self._circuits
+        origin = origin_of(task.target) if circuits is not None else None
+        if circuits is not None and origin is not None:
+            held = circuits.hold(task.tenant_id, origin)
             if held is not None:
                 self._hold(lease, held)
                 return
@@ -296,9 +297,9 @@ class Dispatcher(Service):
             log.exception("delivery of task %s raised", task.id)
             outcome = Outcome(AttemptOutcome.FAILED, retryable=True, error=f"internal: {exc!r}")
         elapsed = self._clock.monotonic() - t0
-        if origin is not None and self._circuits is not None:
+        if circuits is not None and origin is not None:
             healthy = outcome.outcome is AttemptOutcome.SUCCEEDED or not outcome.retryable
-            self._circuits.record(task.tenant_id, origin, healthy=healthy)
+            circuits.record(task.tenant_id, origin, healthy=healthy)
         metrics.child(metrics.DELIVERY_SECONDS, task.target["type"]).observe(elapsed)
         metrics.child(metrics.ATTEMPTS, task.queue, outcome.outcome.value).inc()
         retry_delay = None

@@ -33,7 +33,7 @@ def tenant_get(tenant_id: str) -> Plan[Tenant | None]:
 
 
 def _require_tenant(tenant_id: str) -> Plan[None]:
-    if (yield one("tenant_get", rows.tenant, id=tenant_id)) is None:
+    if (yield from tenant_get(tenant_id)) is None:
         raise NotFound(f"tenant {tenant_id!r} not found")
 
 
@@ -103,7 +103,7 @@ def tenant_delete(tenant_id: str) -> Plan[bool]:
     """Delete a tenant with no work left: its keys, secrets, notification settings and queues
     go with it; ended tasks stay until retention removes them, and its history stays. A tenant
     with tasks not ended or live schedules is a ``Conflict`` saying what is left."""
-    if (yield one("tenant_get", rows.tenant, id=tenant_id)) is None:
+    if (yield from tenant_get(tenant_id)) is None:
         return False
     usage = yield from tenant_usage(tenant_id)
     if usage.pending_tasks or usage.schedules:
