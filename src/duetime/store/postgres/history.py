@@ -7,7 +7,6 @@ transaction open across the consumer's awaits.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from datetime import date
@@ -15,9 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from duetime.history.actor import current_actor
 from duetime.history.partitions import month_bounds
-from duetime.store.postgres.driver import QUERIES
 from duetime.store.sql import load
 
 if TYPE_CHECKING:
@@ -37,20 +34,6 @@ class PgHistory:
 
     def _transaction(self) -> AbstractAsyncContextManager[Conn]:
         raise NotImplementedError
-
-    @contextlib.asynccontextmanager
-    async def _acting(self) -> AsyncIterator[Conn]:
-        """A connection whose changes the audit triggers attribute to ``current_actor`` (then in
-        a transaction, the setting transaction-local). For the task changes not yet plans;
-        plans get the same ``actor_set`` from ``core.history.acting``."""
-        actor = current_actor.get()
-        async with self._connection() as conn:
-            if actor is None:
-                yield conn
-                return
-            async with conn.transaction():
-                await conn.execute(QUERIES["actor_set"].text, actor)
-                yield conn
 
     async def history_month_rows(
         self, month: date, batch: int
