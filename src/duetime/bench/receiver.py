@@ -1,9 +1,15 @@
 """A minimal, fast webhook receiver for benchmarks and acceptance tests (loopback only).
 
 It answers every POST with ``204`` and records, per request, the ``duetime-task-id``,
-``duetime-attempt``, ``webhook-id`` and ``duetime-scheduled-for`` headers and the arrival time.
-``GET /_records`` returns every record as JSON lines; ``GET /_count`` the number of requests.
+``duetime-attempt``, ``webhook-id`` and ``duetime-scheduled-for`` headers, the path, the arrival
+time (``at``) and the time it answered (``end``). ``GET /_records`` returns every record as JSON
+lines; ``GET /_count`` the number of requests; ``GET /_stats`` a JSON object with ``requests``,
+``inflight`` (requests not answered yet) and ``max_inflight`` (the most at once so far).
 ``fail_every=N`` answers every Nth request with 500, for retry paths.
+
+Two paths answer otherwise, for flow-control measurements (SPEC §7): ``/delay/MS`` answers after
+MS milliseconds (a handler that works), and ``/hang`` never answers (a target that hangs): its
+``end`` is when the caller gave up and closed the connection, ``null`` while it waits.
 
 Built on httptools over a raw asyncio protocol (uvloop when present), because a receiver slower
 than duetime would measure itself instead.
@@ -21,9 +27,16 @@ import orjson
 
 class _State:
     def __init__(self, fail_every: int) -> None:
-        self.records: list[tuple[str, int, str, float, str]] = []
+        self.records: list[list[object]] = []
+        """Per request: task id, attempt, webhook id, arrival, scheduled for, end, path."""
         self.requests = 0
+        self.inflight = 0
+        self.max_inflight = 0
         self.fail_every = fail_every
+
+    def answered(self, record: list[object], at: float) -> None:
+        record[5] = at
+        self.inflight -= 1
 
 
 class RequestProtocol(asyncio.Protocol):
@@ -61,42 +74,78 @@ class RequestProtocol(asyncio.Protocol):
         raise NotImplementedError
 
 
+_FIELDS = ("task_id", "attempt", "webhook_id", "at", "scheduled_for", "end", "path")
+
+
 class _Protocol(RequestProtocol):
     def __init__(self, state: _State) -> None:
         super().__init__()
         self.state = state
+        self.waiting: list[list[object]] = []
+        """Records of this connection's requests not answered yet (delayed or hanging)."""
 
     def on_message_complete(self) -> None:
         assert self.transport is not None
         state = self.state
         if self.url.startswith(b"/_records"):
             body = b"".join(
-                orjson.dumps(
-                    {"task_id": t, "attempt": a, "webhook_id": w, "at": at, "scheduled_for": s}
-                )
-                + b"\n"
-                for t, a, w, at, s in state.records
+                orjson.dumps(dict(zip(_FIELDS, record, strict=True))) + b"\n"
+                for record in state.records
             )
             self._reply(b"200 OK", body)
             return
         if self.url.startswith(b"/_count"):
             self._reply(b"200 OK", str(state.requests).encode())
             return
+        if self.url.startswith(b"/_stats"):
+            figures = {
+                "requests": state.requests,
+                "inflight": state.inflight,
+                "max_inflight": state.max_inflight,
+            }
+            self._reply(b"200 OK", orjson.dumps(figures))
+            return
         state.requests += 1
+        state.inflight += 1
+        state.max_inflight = max(state.max_inflight, state.inflight)
         h = self.headers
-        state.records.append(
-            (
-                h.get(b"duetime-task-id", b"").decode(),
-                int(h.get(b"duetime-attempt", b"0")),
-                h.get(b"webhook-id", b"").decode(),
-                time.time(),
-                h.get(b"duetime-scheduled-for", b"").decode(),
-            )
-        )
-        if state.fail_every and state.requests % state.fail_every == 0:
-            self._reply(b"500 Internal Server Error", b"")
+        at = time.time()
+        record: list[object] = [
+            h.get(b"duetime-task-id", b"").decode(),
+            int(h.get(b"duetime-attempt", b"0")),
+            h.get(b"webhook-id", b"").decode(),
+            at,
+            h.get(b"duetime-scheduled-for", b"").decode(),
+            None,
+            self.url.decode(errors="replace"),
+        ]
+        state.records.append(record)
+        if self.url.startswith(b"/hang"):
+            self.waiting.append(record)
+        elif self.url.startswith(b"/delay/"):
+            self.waiting.append(record)
+            millis = self.url[7:].split(b"?")[0]
+            delay = int(millis) / 1000 if millis.isdigit() else 0.0
+            asyncio.get_running_loop().call_later(delay, self._answer_later, record)
         else:
-            self._reply(b"204 No Content", None)
+            state.answered(record, at)
+            if state.fail_every and state.requests % state.fail_every == 0:
+                self._reply(b"500 Internal Server Error", b"")
+            else:
+                self._reply(b"204 No Content", None)
+
+    def _answer_later(self, record: list[object]) -> None:
+        if not any(r is record for r in self.waiting):  # the caller gave up first
+            return
+        self.waiting = [r for r in self.waiting if r is not record]
+        self.state.answered(record, time.time())
+        self._reply(b"204 No Content", None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        now = time.time()
+        for record in self.waiting:
+            self.state.answered(record, now)
+        self.waiting.clear()
 
     def _reply(self, status: bytes, body: bytes | None) -> None:
         assert self.transport is not None
@@ -113,10 +162,17 @@ class _Protocol(RequestProtocol):
             )
 
 
-async def serve(port: int, fail_every: int = 0, host: str = "127.0.0.1") -> None:
+async def open_receiver(
+    port: int = 0, fail_every: int = 0, host: str = "127.0.0.1"
+) -> asyncio.Server:
+    """A receiver listening on ``host``:``port`` (0: a free port) in the running loop."""
     state = _State(fail_every)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _Protocol(state), host, port, backlog=4096)
+    return await loop.create_server(lambda: _Protocol(state), host, port, backlog=4096)
+
+
+async def serve(port: int, fail_every: int = 0, host: str = "127.0.0.1") -> None:
+    server = await open_receiver(port, fail_every, host)
     print(f"receiver listening on {host}:{server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()

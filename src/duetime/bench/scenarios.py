@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 
 from duetime.bench.broker_bursts import BROKER_SCENARIOS
+from duetime.bench.flow_scenarios import FLOW_SCENARIOS
 from duetime.bench.harness import (
     first_arrivals,
     receiver_records,
@@ -391,6 +392,7 @@ SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
 }
 
 SCENARIOS.update(SDK_SCENARIOS)
+SCENARIOS.update(FLOW_SCENARIOS)
 
 
 def run(name: str, config: BenchConfig, echo: Callable[[str], None] = print) -> Figures:
