@@ -239,6 +239,9 @@ class ClaimRequest:
     ``lease_seconds=None`` makes each lease last the task's own ``timeout_seconds`` plus
     ``lease_grace_seconds``. ``tenant_id``, ``queue`` and ``names`` narrow the claim (``None`` =
     any): the dispatcher claims for every tenant, the lease API for the caller's tenant only.
+    ``tenant_room``: at most this many for these tenants (0: none), ``other_tenant_room`` for
+    any other tenant (None: no bound) — the dispatcher's room per tenant in its delivery slots
+    (SPEC §7 "Tenant fairness").
     """
 
     worker_id: str
@@ -249,6 +252,17 @@ class ClaimRequest:
     queue: str | None = None
     names: Sequence[str] | None = None
     tenant_id: str | None = None
+    tenant_room: Mapping[str, int] = field(default_factory=dict)
+    other_tenant_room: int | None = None
+
+    @property
+    def excluded_tenants(self) -> list[str]:
+        """The tenants this claim must not take from, sorted."""
+        return sorted(t for t, room in self.tenant_room.items() if room <= 0)
+
+    def room_of(self, tenant_id: str) -> int | None:
+        """How many this claim may take from ``tenant_id`` (None: no bound)."""
+        return self.tenant_room.get(tenant_id, self.other_tenant_room)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,9 +409,12 @@ class QueueSettings:
     """How a queue's tasks may be claimed. ``None`` = no limit.
 
     ``paused``: nothing of the queue is claimed (dispatched or leased) until it is resumed.
-    ``max_concurrency``: at most this many of the queue's tasks run at once. The flow-control
-    fields (``rate_limit_per_second``, ``burst``, ``max_concurrency_per_key``) are stored for a
-    later release; the API refuses non-null values until they are enforced.
+    ``max_concurrency``: at most this many of the queue's tasks run at once.
+    ``rate_limit_per_second`` with ``burst``: a token bucket of ``burst`` tokens (default one
+    second's worth, at least 1) refilled at that rate; each claimed task takes one.
+    ``max_concurrency_per_key``: at most this many tasks of one ``concurrency_key`` run at once
+    (tasks without a key are not bound by it); with 1, a key's tasks run one at a time in
+    priority, due, creation order. Every limit holds across nodes: the store arbitrates.
     """
 
     rate_limit_per_second: float | None = None

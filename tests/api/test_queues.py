@@ -64,13 +64,15 @@ async def test_put_and_get_a_queue(api: httpx.AsyncClient, clock: FakeClock) -> 
     assert (replaced["max_concurrency"], replaced["paused"]) == (None, False)
 
 
-async def test_flow_control_settings_are_refused_until_enforced(api: httpx.AsyncClient) -> None:
-    for field, value in (("rate_limit_per_second", 5.0), ("burst", 10)):
-        with case(field):
-            body = assert_problem(await api.put("/v1/queues/q", json={field: value}), 422, field)
-            assert "not supported yet" in str(body["detail"])
-    resp = await api.put("/v1/queues/q", json={"max_concurrency_per_key": 1})
-    assert_problem(resp, 422, "max_concurrency_per_key")
+async def test_flow_control_settings_are_stored_and_checked(api: httpx.AsyncClient) -> None:
+    body = await put(
+        api, "q", rate_limit_per_second=2.5, burst=10, max_concurrency=4, max_concurrency_per_key=1
+    )
+    assert body["rate_limit_per_second"] == 2.5 and body["burst"] == 10
+    assert (body["max_concurrency"], body["max_concurrency_per_key"]) == (4, 1)
+    # A burst sizes the rate's bucket: alone it is refused, naming it.
+    assert_problem(await api.put("/v1/queues/q", json={"burst": 10}), 422, "burst")
+    assert (await api.get("/v1/queues/q")).json()["burst"] == 10  # nothing changed
     nulls = {"rate_limit_per_second": None, "burst": None, "max_concurrency_per_key": None}
     assert (await api.put("/v1/queues/q", json=nulls)).status_code == 200
     bad = [
@@ -78,6 +80,10 @@ async def test_flow_control_settings_are_refused_until_enforced(api: httpx.Async
         ({"max_concurrency": 1.5}, "max_concurrency"),
         ({"paused": "yes"}, "paused"),
         ({"priority": 1}, "priority"),
+        ({"rate_limit_per_second": 0}, "rate_limit_per_second"),
+        ({"rate_limit_per_second": "fast"}, "rate_limit_per_second"),
+        ({"max_concurrency_per_key": 0}, "max_concurrency_per_key"),
+        ({"burst": 0, "rate_limit_per_second": 1}, "burst"),
     ]
     for body, field in bad:
         with case(body):

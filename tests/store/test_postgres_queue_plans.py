@@ -31,9 +31,13 @@ TYPES = {
     "max_concurrency": "int",
     "tenant_ids": "text[]",
     "queues": "text[]",
+    "shares": "int[]",
+    "exclude": "text[]",
+    "per_key": "int",
 }
 CLAIM = {"now": "NULL", "queue": "'a'", "names": "NULL", "limit": "5", "lease_seconds": "NULL"}
 CLAIM |= {"grace_seconds": "1", "worker_id": "'w'", "tenant_id": "'t'", "max_concurrency": "3"}
+CLAIM |= {"exclude": "'{}'", "per_key": "1", "tenant_ids": "'{t}'", "shares": "'{50}'"}
 PROBE = {"tenant_ids": "'{t}'", "queues": "'{a}'", "names": "NULL"}
 
 
@@ -86,6 +90,10 @@ async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
             ),
             "task_claim_limited_push": (
                 _typed("task_claim_limited_push", CLAIM | push),
+                "tasks_ready_push_idx",
+            ),
+            "ready_push_tenants": (
+                _typed("ready_push_tenants", CLAIM | push),
                 "tasks_ready_push_idx",
             ),
             "queue_limited_ready_worker": (

@@ -455,7 +455,9 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
             expected = {
                 "task_claim_push": (
                     "tasks_ready_push_idx",
-                    claim | {"types": "'{http}'", "queue": "NULL", "tenant_id": "NULL"},
+                    claim
+                    | {"types": "'{http}'", "queue": "NULL", "tenant_id": "NULL"}
+                    | {"tenant_ids": "'{t}'", "shares": "'{10}'"},
                 ),
                 "task_claim_worker": (
                     "tasks_ready_worker_idx",
@@ -493,6 +495,9 @@ _TYPES = {
     "completions": "task_completion[]",
     "lease_ids": "uuid[]",
     "results": "text[]",
+    "tenant_ids": "text[]",
+    "shares": "int[]",
+    "exclude": "text[]",
 }
 
 

@@ -5,8 +5,9 @@ Long poll: a lease call claims at once; with nothing to claim it sleeps until th
 ``ready_signal`` fires (LISTEN/NOTIFY across PostgreSQL nodes, in-process on SQLite) and claims
 again, until ``wait_seconds`` run out. It reads the signal's generation before each claim, so a
 task made ready between the claim and the wait wakes it at once instead of being slept through.
-Polls also re-claim every :data:`POLL_SLICE_SECONDS` (a lost signal, or a slot freed in a
-limited queue by the reaper).
+Polls also re-claim every :data:`POLL_SLICE_SECONDS` (a lost signal). The store fires the signal
+when a task of a limited queue stops running, so a poll waiting on a limited queue's free slot
+claims at once (SPEC §7).
 
 Acks: on a store that can (:class:`~duetime.store.protocols.LeaseCompleter`, PostgreSQL),
 completions are ended by lease id in one statement with no read first; what that leaves (fails,
@@ -55,9 +56,6 @@ tenant could pull against the node)."""
 
 SIGHTING_INTERVAL_SECONDS = 1.0
 """A worker's ``last_seen_at`` is written at most this often per (worker, queue) per node."""
-
-LIMIT_CACHE_SECONDS = 1.0
-"""How long a node trusts what it read about a queue having a ``max_concurrency``."""
 
 _CACHE_MAX_ENTRIES = 10_000
 _WORKER_TYPES = frozenset({TargetType.WORKER})
@@ -128,7 +126,6 @@ class LeaseHub:
         self._completer = store if isinstance(store, LeaseCompleter) else None
         self.watch = ReadyWatch(store.ready_signal)
         self._sightings = _TtlSet(SIGHTING_INTERVAL_SECONDS)
-        self._limited = _TtlSet(LIMIT_CACHE_SECONDS)
         self._waiting: collections.Counter[str] = collections.Counter()
 
     # -- workers -------------------------------------------------------------------------------
@@ -230,7 +227,6 @@ class LeaseHub:
     async def ack(self, tenant_id: str, items: Sequence[Ack]) -> list[AckResult]:
         """End the attempts under the items' leases, fenced; results in input order."""
         out: list[AckResult | None] = [None] * len(items)
-        freed: set[tuple[str, str]] = set()
         ended_by: collections.Counter[tuple[str, str]] = collections.Counter()
         rest = list(range(len(items)))
         completer = self._completer
@@ -244,7 +240,6 @@ class LeaseHub:
                     if hit is not None:
                         task_id, queue = hit
                         ended_by[queue, AttemptOutcome.SUCCEEDED.value] += 1
-                        freed.add((tenant_id, queue))
                         out[i] = AckResult(items[i].lease_id, task_id, TaskStatus.SUCCEEDED)
                 rest = [i for i in rest if out[i] is None]
                 if len(rest) < len(items):
@@ -253,7 +248,7 @@ class LeaseHub:
                         len(items) - len(rest)
                     )
         if rest:
-            await self._ack_general(tenant_id, items, rest, out, freed, ended_by)
+            await self._ack_general(tenant_id, items, rest, out, ended_by)
         done = [r for r in out if r is not None]
         assert len(done) == len(items)
         for (queue, outcome), count in ended_by.items():  # one increment per label set
@@ -261,9 +256,6 @@ class LeaseHub:
         stale = sum(1 for r in done if r.task_status is None)
         if stale:
             metrics.STALE_COMPLETIONS.labels("lease_api").inc(stale)
-        if freed and await self._any_limited(freed):
-            # A slot of a limited queue opened: polls waiting on it may claim now.
-            self.store.ready_signal.notify()
         return done
 
     async def _ack_general(
@@ -272,7 +264,6 @@ class LeaseHub:
         items: Sequence[Ack],
         indexes: list[int],
         out: list[AckResult | None],
-        freed: set[tuple[str, str]],
         ended_by: collections.Counter[tuple[str, str]],
     ) -> None:
         """Read the leases of ``items[indexes]``, then end their attempts (isolated)."""
@@ -299,23 +290,7 @@ class LeaseHub:
                 continue
             task = lease.task
             ended_by[task.queue, item.outcome.value] += 1
-            freed.add((task.tenant_id, task.queue))
             out[i] = AckResult(item.lease_id, task.id, result.status)
-
-    async def _any_limited(self, queues: set[tuple[str, str]]) -> bool:
-        for tenant_id, name in queues:
-            limited = self._limited.get((tenant_id, name))
-            if limited is None:
-                queue = await self.store.queue_get(tenant_id, name)
-                limited = queue is not None and queue.settings.max_concurrency is not None
-                self._limited.put((tenant_id, name), limited)
-            if limited:
-                return True
-        return False
-
-    def forget_queue(self, tenant_id: str, name: str) -> None:
-        """The queue's settings changed through this node."""
-        self._limited.drop((tenant_id, name))
 
 
 @dataclass(frozen=True, slots=True)

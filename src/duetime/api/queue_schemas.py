@@ -57,9 +57,11 @@ class QueuePutIn(StrictModel):
     """A queue's settings, replaced as a whole (a field left out takes its default).
 
     ``paused`` stops every claim of the queue's tasks (dispatch and lease) until set back to
-    false; ``max_concurrency`` caps how many of its tasks run at once. The flow-control fields
-    ``rate_limit_per_second``, ``burst`` and ``max_concurrency_per_key`` are not supported yet:
-    any non-null value is refused (422) rather than stored without effect.
+    false; ``max_concurrency`` caps how many of its tasks run at once;
+    ``rate_limit_per_second`` bounds how many start per second, as a token bucket of ``burst``
+    tokens (default one second's worth, at least 1); ``max_concurrency_per_key`` caps how many
+    tasks of one ``concurrency_key`` run at once (1: a key's tasks run one at a time, in
+    priority, due, creation order). Limits hold across nodes (SPEC §7).
     """
 
     rate_limit_per_second: Annotated[float, Field(gt=0, le=MAX_RATE_PER_SECOND)] | None = None

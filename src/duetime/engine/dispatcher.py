@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import functools
 import logging
@@ -33,6 +34,13 @@ from duetime.types import (
 
 log = logging.getLogger("duetime.engine")
 
+ACTIVE_SECONDS = 2.0
+"""A tenant counts as active (sharing slots) this long after its last delivery here."""
+NEWCOMER = "\x00newcomer"
+"""Stands for a tenant not active here yet when sharing slots (no tenant id can be this)."""
+WEIGHT_TTL_SECONDS = 5.0
+"""How long a tenant's weight is trusted (a PATCH reaches every node within this)."""
+
 
 class Dispatcher(Service):
     """Keeps up to ``concurrency`` deliveries in flight on this node.
@@ -46,6 +54,14 @@ class Dispatcher(Service):
     dispatcher asks the store which in-flight tasks have a cancel requested, cancels those
     deliveries (the connection is closed mid-request) and ends their attempts, so the tasks end
     ``cancelled`` at once instead of when the target answers.
+
+    Slots are shared fairly across tenants (SPEC §7 "Tenant fairness"): a tenant active here
+    (deliveries in flight, or some within :data:`ACTIVE_SECONDS`) holds at most its weighted
+    share of ``concurrency`` (:func:`tenant_slots`); each claim tells the store how many more
+    each tenant may take (``tenant_room``, and ``other_tenant_room`` for a tenant arriving), and
+    the store gives the rest to others. A tenant alone may hold all but a reserve of
+    ``concurrency/8``, which a tenant arriving with due work can take at once. Claims themselves
+    are shared by weight across tenants with ready work (the store's push claim).
 
     With ``circuits`` (:mod:`duetime.delivery.circuit`), a webhook whose (tenant, origin) circuit
     is open is not delivered: its task is handed back without spending the attempt
@@ -98,6 +114,12 @@ class Dispatcher(Service):
         self._cancelled: set[str] = set()
         """Task ids whose delivery this dispatcher stopped because of a cancel."""
         self._watcher: asyncio.Task[None] | None = None
+        self._by_tenant: collections.Counter[str] = collections.Counter()
+        """Deliveries in flight by tenant."""
+        self._seen: dict[str, float] = {}
+        """When each tenant last had a delivery here (monotonic)."""
+        self._weights: dict[str, tuple[float, int]] = {}
+        """Tenant weights read from the store: (read at, weight)."""
 
     @classmethod
     def from_settings(
@@ -166,12 +188,15 @@ class Dispatcher(Service):
             return 0
         if self._circuits is not None:
             await self._adopt_circuits()
+        rooms, other = await self._rooms()
         leases = await self._store.task_claim(
             ClaimRequest(
                 worker_id=self._node_id,
                 limit=min(free, self._batch),
                 target_types=frozenset(self._deliverers),
                 lease_grace_seconds=self._grace,
+                tenant_room=rooms,
+                other_tenant_room=other,
             )
         )
         metrics.child(metrics.DISPATCHED).inc(len(leases))
@@ -184,8 +209,45 @@ class Dispatcher(Service):
             job = asyncio.create_task(self._deliver(lease))
             self._inflight.add(job)
             self._jobs[task.id] = job
-            job.add_done_callback(functools.partial(self._done, task.id))
+            self._by_tenant[task.tenant_id] += 1
+            job.add_done_callback(functools.partial(self._done, task.id, task.tenant_id))
         return len(leases)
+
+    async def _rooms(self) -> tuple[dict[str, int], int]:
+        """How many more deliveries each active tenant may start here, and a tenant arriving
+        (see the class)."""
+        now = self._clock.monotonic()
+        for tenant in self._by_tenant:
+            self._seen[tenant] = now
+        for tenant in [t for t, at in self._seen.items() if now - at > ACTIVE_SECONDS]:
+            del self._seen[tenant]
+        if not self._seen:
+            return {}, tenant_slots(self._concurrency, {NEWCOMER: 1})[NEWCOMER]
+        weights = await self._weights_of(list(self._seen), now)
+        slots = tenant_slots(self._concurrency, {**weights, NEWCOMER: 1})
+        rooms = {
+            t: max(0, n - self._by_tenant.get(t, 0))
+            for t, n in tenant_slots(self._concurrency, weights).items()
+        }
+        return rooms, slots[NEWCOMER]
+
+    async def _weights_of(self, tenants: Sequence[str], now: float) -> dict[str, int]:
+        stale = [
+            t
+            for t in tenants
+            if t not in self._weights or now - self._weights[t][0] > WEIGHT_TTL_SECONDS
+        ]
+        if stale:
+            try:
+                found = await asyncio.gather(*(self._store.tenant_get(t) for t in stale))
+            except Exception as exc:  # an outage: keep the weights known (the claim reports it)
+                log.debug("could not read tenant weights: %s", exc)
+            else:
+                for tenant_id, tenant in zip(stale, found, strict=True):
+                    self._weights[tenant_id] = (now, 1 if tenant is None else tenant.quotas.weight)
+        for gone in [t for t in self._weights if t not in self._seen]:
+            del self._weights[gone]
+        return {t: self._weights[t][1] if t in self._weights else 1 for t in tenants}
 
     async def wait(self, did: int) -> None:
         if self._free() < self._low_water:
@@ -200,8 +262,12 @@ class Dispatcher(Service):
     def _free(self) -> int:
         return self._concurrency - len(self._inflight)
 
-    def _done(self, task_id: str, job: asyncio.Task[None]) -> None:
+    def _done(self, task_id: str, tenant_id: str, job: asyncio.Task[None]) -> None:
         self._inflight.discard(job)
+        self._by_tenant[tenant_id] -= 1
+        if not self._by_tenant[tenant_id]:
+            del self._by_tenant[tenant_id]
+            self._seen[tenant_id] = self._clock.monotonic()
         if self._jobs.get(task_id) is job:
             del self._jobs[task_id]
         metrics.child(metrics.IN_FLIGHT).inc(-1)
@@ -371,3 +437,14 @@ class Dispatcher(Service):
         if background:
             await asyncio.wait(background, timeout=grace)
         await self._completer.close(grace)
+
+
+def tenant_slots(concurrency: int, weights: Mapping[str, int]) -> dict[str, int]:
+    """How many of ``concurrency`` delivery slots each active tenant may hold: its weighted
+    share (at least 1); a tenant alone may hold all but a reserve of ``concurrency/8`` kept for
+    tenants that arrive."""
+    if len(weights) == 1:
+        (tenant,) = weights
+        return {tenant: max(1, concurrency - max(1, concurrency // 8))}
+    total = sum(max(1, w) for w in weights.values())
+    return {t: max(1, concurrency * max(1, w) // total) for t, w in weights.items()}

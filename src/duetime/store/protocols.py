@@ -145,14 +145,18 @@ class Lifecycle(StoreClock, Protocol):
 # -- tenancy ---------------------------------------------------------------------------------------
 
 
-class TenantStore(Protocol):
+class TenantLookup(Protocol):
+    """Read one tenant (the dispatcher reads weights for its fair shares of slots)."""
+
+    async def tenant_get(self, tenant_id: str) -> Tenant | None:
+        """The tenant, or None."""
+
+
+class TenantStore(TenantLookup, Protocol):
     """Tenants, their API keys and quotas (auth, admin calls, quota checks)."""
 
     async def tenant_create(self, name: str, *, tenant_id: str | None = None) -> Tenant:
         """Create a tenant (and its first signing secret). ``Conflict`` if the id exists."""
-
-    async def tenant_get(self, tenant_id: str) -> Tenant | None:
-        """The tenant, or None."""
 
     async def api_key_create(self, tenant_id: str, key_id: str, key_hash: str) -> ApiKey:
         """Store a key's hash for a tenant. ``NotFound`` if the tenant does not exist."""
@@ -629,9 +633,9 @@ class PromoterStore(PromotionStore, StoreClock, Protocol):
     """The promoter's store (:class:`duetime.engine.promoter.Promoter`)."""
 
 
-class DispatchStore(ClaimStore, CompletionStore, SecretStore, CircuitStore, Protocol):
-    """The dispatcher's store: claims, completions and releases, signing secrets, circuits
-    (:class:`duetime.engine.dispatcher.Dispatcher`)."""
+class DispatchStore(ClaimStore, CompletionStore, SecretStore, CircuitStore, TenantLookup, Protocol):
+    """The dispatcher's store: claims, completions and releases, signing secrets, circuits,
+    tenants' weights (:class:`duetime.engine.dispatcher.Dispatcher`)."""
 
 
 class ReaperStore(LeaseStore, StoreClock, Protocol):

@@ -18,7 +18,6 @@ from starlette.responses import Response
 
 from duetime.api import render
 from duetime.api.deps import TenantCall, body_schema, json_body
-from duetime.api.leasing import hub
 from duetime.api.problems import problem_responses
 from duetime.api.queue_schemas import QueueListOut, QueueOut, QueuePutIn, WorkerListOut
 from duetime.errors import NotFound, ValidationError
@@ -28,7 +27,6 @@ from duetime.types import Queue, QueueSettings, QueueStats, TaskStatus, WorkerIn
 router = APIRouter(prefix="/v1", tags=["queues"], responses=problem_responses(400, 401, 422, 503))
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-_NOT_YET = ("rate_limit_per_second", "burst", "max_concurrency_per_key")
 DEFAULT_LIVE_WITHIN_SECONDS = 60.0
 
 
@@ -80,22 +78,26 @@ def worker_json(w: WorkerInfo) -> dict[str, Any]:
 )
 async def put_queue(name: str, call: TenantCall, request: Request) -> Response:
     """Replace the queue's settings (a field left out takes its default): ``paused`` stops
-    every claim of its tasks, ``max_concurrency`` caps how many run at once. Non-null flow-control
-    settings are refused with 422 (not supported yet)."""
+    every claim of its tasks, ``max_concurrency`` caps how many run at once,
+    ``rate_limit_per_second`` with ``burst`` bounds starts per second (a token bucket), and
+    ``max_concurrency_per_key`` caps how many tasks of one ``concurrency_key`` run at once.
+    Every limit holds across nodes and applies to push deliveries and worker leases alike."""
     queue = queue_name(name)
     body = await json_body(request, QueuePutIn, optional=True)
-    for field in _NOT_YET:
-        if getattr(body, field) is not None:
-            raise ValidationError(
-                f"not supported yet: {field} is part of flow control, which this server does "
-                "not enforce; leave it null",
-                field=field,
-            )
     retention = parse_retention(body.retention or {})
-    settings = QueueSettings(max_concurrency=body.max_concurrency, paused=body.paused)
+    if body.burst is not None and body.rate_limit_per_second is None:
+        raise ValidationError(
+            "burst needs rate_limit_per_second (it sizes that bucket)", field="burst"
+        )
+    settings = QueueSettings(
+        rate_limit_per_second=body.rate_limit_per_second,
+        burst=body.burst,
+        max_concurrency=body.max_concurrency,
+        max_concurrency_per_key=body.max_concurrency_per_key,
+        paused=body.paused,
+    )
     stored = await call.store.queue_put(call.tenant_id, queue, settings)
     await call.store.queue_retention_put(call.tenant_id, queue, retention)
-    hub(request).forget_queue(call.tenant_id, queue)
     stats = await call.store.queue_stats(call.tenant_id, queue)
     found = queue_json(queue, stored, stats[0] if stats else None)
     return render.json_response({**found, "retention": retention.to_json()})

@@ -19,7 +19,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from duetime.api.leasing import hub
 from duetime.api.routes.queues import queue_json, queue_name
 from duetime.api.ui import charts
 from duetime.api.ui.pages import act, html, serve
@@ -194,7 +193,6 @@ async def _set_paused(call: UiCall, request: Request, name: str, paused: bool) -
     current = await call.store.queue_get(call.tenant_id, queue)
     settings = current.settings if current is not None else QueueSettings()
     await call.store.queue_put(call.tenant_id, queue, dataclasses.replace(settings, paused=paused))
-    hub(request).forget_queue(call.tenant_id, queue)  # as PUT /v1/queues/{name} does
     return f"queue {queue} {'paused' if paused else 'resumed'}"
 
 

@@ -8,8 +8,12 @@ Create, claim and complete keep a per-backend strategy (``store/sqlite/hot.py``,
 
 from __future__ import annotations
 
+import heapq
+import math
+import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -175,6 +179,123 @@ def claim_kind(request: ClaimRequest) -> ClaimKind | None:
 def claim_order(lease: Lease) -> tuple[int, datetime]:
     """RETURNING has no order: claims hand out the most urgent first."""
     return -lease.task.priority, lease.task.due_at
+
+
+# -- flow control (SPEC §7) ----------------------------------------------------------------------
+
+
+Cap = Callable[[str], "int | None"]
+"""How many a claim may take from a tenant (None: no bound): :meth:`ClaimRequest.room_of`."""
+
+
+def _no_cap(tenant_id: str) -> int | None:
+    return None
+
+
+def claim_shares(
+    limit: int,
+    tenants: Sequence[tuple[str, int]],
+    cap: Cap = _no_cap,
+    rng: random.Random = random.Random(),
+) -> list[tuple[str, int]]:
+    """How many of a push claim's ``limit`` each tenant with ready work may take: its weighted
+    share, rounded down, and the remainder one each to tenants drawn at random (so a tenant
+    whose share is below one still gets claims, as often as its weight says, over many claims),
+    each cut to its ``cap``. ``tenants`` are (tenant id, weight); tenants that get nothing are
+    left out."""
+    if not tenants:
+        return []
+    if len(tenants) == 1:
+        shares = {tenants[0][0]: limit}
+    else:
+        total = sum(max(1, w) for _, w in tenants)
+        shares = {t: limit * max(1, w) // total for t, w in tenants}
+        left = limit - sum(shares.values())
+        if left > 0:
+            # Weighted draw without replacement of the tenants that get one more.
+            keys = sorted(
+                tenants, key=lambda tw: rng.random() ** (1.0 / max(1, tw[1])), reverse=True
+            )
+            for t, _ in keys[:left]:
+                shares[t] += 1
+    capped = ((t, _cut(n, cap(t))) for t, n in shares.items())
+    return [(t, n) for t, n in capped if n > 0]
+
+
+def _cut(n: int, cap: int | None) -> int:
+    return n if cap is None else max(0, min(n, cap))
+
+
+MAX_SHARE_ROUNDS = 8
+"""At most this many rounds per push claim (see :func:`next_shares`)."""
+
+
+def next_shares(
+    room: int,
+    tenants: Sequence[tuple[str, int]],
+    shares: Sequence[tuple[str, int]],
+    got: Mapping[str, int],
+    taken: Mapping[str, int],
+    cap: Cap = _no_cap,
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The next round of a push claim with ``room`` left, and the tenants still in it.
+
+    A tenant that took less than its share this round (``got``) has nothing more to give (its
+    backlog is short, or held by paused or limited queues) and leaves, as does one that took its
+    ``cap``. The others, those that got no share included, fill the room one task at a time to
+    whoever has the least so far for its weight (``taken``: the claim's totals), so the claim
+    ends as even as it can."""
+    short = {t for t, n in shares if got.get(t, 0) < n}
+    left = [(t, max(1, w)) for t, w in tenants if t not in short and _below(t, taken, cap, 0)]
+    if room <= 0 or not left:
+        return [], left
+    heap = [(taken.get(t, 0) / w, i, t, w) for i, (t, w) in enumerate(left)]
+    heapq.heapify(heap)
+    extra: Counter[str] = Counter()
+    for _ in range(room):
+        if not heap:
+            break
+        _, i, t, w = heapq.heappop(heap)
+        extra[t] += 1
+        if _below(t, taken, cap, extra[t]):
+            heapq.heappush(heap, ((taken.get(t, 0) + extra[t]) / w, i, t, w))
+    return list(extra.items()), left
+
+
+def _below(tenant_id: str, taken: Mapping[str, int], cap: Cap, extra: int) -> bool:
+    """Whether ``tenant_id`` may take one more after ``taken`` and ``extra``."""
+    limit = cap(tenant_id)
+    return limit is None or taken.get(tenant_id, 0) + extra < limit
+
+
+def bucket_capacity(rate: float, burst: int | None) -> float:
+    """A rate-limited queue's bucket: ``burst`` tokens, or one second's worth (at least 1)."""
+    return float(burst) if burst is not None else float(max(1, math.ceil(rate)))
+
+
+def bucket_tokens(tokens: float | None, elapsed: float, rate: float, burst: int | None) -> float:
+    """The tokens in a queue's bucket ``elapsed`` seconds after it held ``tokens`` (None = full):
+    refilled at ``rate`` per second up to its capacity."""
+    capacity = bucket_capacity(rate, burst)
+    if tokens is None:
+        return capacity
+    return min(capacity, max(0.0, tokens) + max(0.0, elapsed) * rate)
+
+
+def next_token_in(tokens: float, rate: float) -> float:
+    """Seconds until a bucket holding ``tokens`` (< 1) has a whole token again."""
+    return max(0.0, 1.0 - tokens) / rate
+
+
+def limited_room(
+    room: int, tokens: float | None, elapsed: float, rate: float | None, burst: int | None
+) -> tuple[int, float | None]:
+    """How many a claim may take from a rate-limited queue, and the tokens it then holds before
+    taking (None when the queue has no rate limit)."""
+    if rate is None:
+        return room, None
+    now_tokens = bucket_tokens(tokens, elapsed, rate, burst)
+    return min(room, math.floor(now_tokens)), now_tokens
 
 
 # -- the engine's single statements -----------------------------------------------------------

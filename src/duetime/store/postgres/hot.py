@@ -10,8 +10,12 @@ retry the batch on a deadlock.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
+import random
 import time
+from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
 
     Conn = PoolConnectionProxy[asyncpg.Record]
 
+log = logging.getLogger("duetime.store")
 Q = load(__package__ or "", "postgres", "hot_batch.sql")
 _STATUS = {s.value: s for s in TaskStatus}
 _DEADLOCK_RETRIES = 3
@@ -72,6 +77,8 @@ class PgHot:
     # Queues with a limit, cached (class-level defaults; queue_put resets ``_limited_at``).
     _limited_at: float = -math.inf
     _limited: tuple[tuple[str, str], ...] = ()
+    _limited_set: frozenset[tuple[str, str]] = frozenset()
+    _refill_at: asyncio.TimerHandle | None = None
 
     def _pinned(self) -> datetime | None:
         raise NotImplementedError
@@ -188,15 +195,18 @@ class PgHot:
     # -- claim ------------------------------------------------------------------------------
 
     async def task_claim(self, request: ClaimRequest) -> list[Lease]:
-        """Claim from queues without limits in one statement (paused and limited queues
-        skipped), then from limited queues on the locked path while room is left.
+        """Claim from queues without limits (paused and limited queues skipped), then from
+        limited queues on the locked path while room is left.
+
+        Push claims are shared across tenants (SPEC §7 "Tenant fairness"): one statement finds
+        the tenants with ready push work and their weights (``ready_push_tenants``), and the
+        claim gives each its share (:func:`~duetime.store.core.hot.claim_shares`), taken in that
+        tenant's own priority and due order. Both run in one transaction.
 
         How claims keep queue settings: every claim statement skips tasks whose queue row is
-        ``paused`` or has a ``max_concurrency`` (one primary-key probe of the tiny ``queues``
-        table per candidate, in the claim's own snapshot). Limited queues are then claimed one
-        transaction per queue: ``SELECT ... FOR UPDATE`` on the queue's row, then a claim whose
-        ``LIMIT`` is the room left; the row lock serializes that queue's claimers, so they never
-        overshoot. Which queues are limited is cached for :data:`LIMITED_CACHE_SECONDS`.
+        ``paused`` or ``limited`` (one primary-key probe of the tiny ``queues`` table per
+        candidate, in the claim's own snapshot). Limited queues are then claimed one transaction
+        per queue (:meth:`_claim_limited`).
         """
         kind = rules.claim_kind(request)
         if kind is None:
@@ -211,13 +221,11 @@ class PgHot:
             "grace_seconds": float(request.lease_grace_seconds),
             "worker_id": request.worker_id,
             "tenant_id": request.tenant_id,
+            "exclude": request.excluded_tenants,
         }
         if kind == "push":
-            # The transaction costs ~0.4 ms per claim; keeping it for backlogs only measured
-            # slower bursts (docs/benchmarks.md, third session).
             async with self._transaction() as conn:
-                await conn.execute(Q["claim_in_index_order"].text)
-                found = await conn.fetch(*bind("task_claim_push", **params))
+                found = await self._claim_push(conn, request, params)
         else:
             async with self._connection() as conn:
                 found = await conn.fetch(*bind(_CLAIM[kind], **params))
@@ -227,19 +235,66 @@ class PgHot:
             leases.extend(await self._claim_limited(request, params, room))
         return leases
 
-    async def _claim_limited(
-        self, request: ClaimRequest, params: dict[str, Any], room: int
-    ) -> list[Lease]:
+    async def _claim_push(
+        self, conn: Conn, request: ClaimRequest, params: dict[str, Any]
+    ) -> list[asyncpg.Record]:
+        """Each tenant with ready push work takes its share, in rounds (see the rules)."""
+        found = await conn.fetch(*bind("ready_push_tenants", **params))
+        tenants = [(r["tenant_id"], r["weight"]) for r in found]
+        limit, cap = request.limit, request.room_of
+        shares = rules.claim_shares(limit, tenants, cap)
+        if not shares:
+            return []
+        # The transaction costs ~0.4 ms per claim; keeping it for backlogs only measured slower
+        # bursts (docs/benchmarks.md, third session).
+        await conn.execute(Q["claim_in_index_order"].text)
+        claimed: list[asyncpg.Record] = []
+        taken: Counter[str] = Counter()
+        for _ in range(rules.MAX_SHARE_ROUNDS):
+            got = await conn.fetch(
+                *bind(
+                    "task_claim_push",
+                    tenant_ids=[t for t, _ in shares],
+                    shares=[n for _, n in shares],
+                    **params,
+                )
+            )
+            claimed.extend(got)
+            if len(tenants) == 1:
+                break
+            round_got = Counter(r["tenant_id"] for r in got)
+            taken.update(round_got)
+            shares, tenants = rules.next_shares(
+                limit - len(claimed), tenants, shares, round_got, taken, cap
+            )
+            if not shares:
+                break
+        return claimed
+
+    async def _limited_queues(self) -> tuple[tuple[str, str], ...]:
+        """The (tenant, queue) pairs with a limit, cached for :data:`LIMITED_CACHE_SECONDS`."""
         if time.monotonic() - self._limited_at > LIMITED_CACHE_SECONDS:
             async with self._connection() as conn:
                 found = await conn.fetch(Q["queue_limited_all"].text)
             self._limited = tuple((r["tenant_id"], r["name"]) for r in found)
+            self._limited_set = frozenset(self._limited)
             self._limited_at = time.monotonic()
+        return self._limited
+
+    async def _claim_limited(
+        self, request: ClaimRequest, params: dict[str, Any], room: int
+    ) -> list[Lease]:
+        """Claim from limited queues, one short transaction each: ``SELECT ... FOR UPDATE`` of
+        the queue's row (serializing that queue's claimers on every node), then a claim whose
+        ``LIMIT`` is the room left under ``max_concurrency`` and the bucket's whole tokens, then
+        the bucket's new level. Queues are visited in random order, so no tenant's limited
+        queue always goes first."""
         wanted = [
             (tenant, name)
-            for tenant, name in self._limited
+            for tenant, name in await self._limited_queues()
             if (request.tenant_id is None or tenant == request.tenant_id)
             and (request.queue is None or name == request.queue)
+            and request.room_of(tenant) != 0
         ]
         if not wanted:
             return []
@@ -250,19 +305,56 @@ class PgHot:
             found = await conn.fetch(
                 *bind(_PROBE[kind], tenant_ids=tenants, queues=queues, **params)
             )
+        ready = [(r["tenant_id"], r["name"]) for r in found]
+        random.shuffle(ready)
         leases: list[Lease] = []
-        for tenant, queue in sorted((r["tenant_id"], r["name"]) for r in found):
+        for tenant, queue in ready:
             if room <= 0:
                 break
-            one = {**params, "tenant_id": tenant, "queue": queue, "limit": room}
+            one = {**params, "tenant_id": tenant, "queue": queue}
             async with self._transaction() as conn:
-                limit = await conn.fetchval(*bind("queue_lock", **one))
-                if limit is None:  # resumed, unlimited or paused since the cache was filled
+                limits = await conn.fetchrow(*bind("queue_lock", **one))
+                if limits is None:  # resumed, unlimited or paused since the cache was filled
                     continue
-                got = await conn.fetch(*bind(_LIMITED[kind], max_concurrency=limit, **one))
+                rate = limits["rate_limit_per_second"]
+                take, tokens = rules.limited_room(
+                    room, limits["tokens"], limits["elapsed"] or 0.0, rate, limits["burst"]
+                )
+                got: list[asyncpg.Record] = []
+                if take > 0:
+                    per_key = limits["max_concurrency_per_key"]
+                    statement = "task_claim_keyed" if per_key is not None else _LIMITED[kind]
+                    got = await conn.fetch(
+                        *bind(
+                            statement,
+                            **{**one, "limit": take},
+                            max_concurrency=limits["max_concurrency"],
+                            per_key=per_key,
+                        )
+                    )
+                if tokens is not None:
+                    left = tokens - len(got)
+                    await conn.execute(*bind("queue_tokens_put", tokens=left, **one))
+                    if left < 1:
+                        self._refill_after(rules.next_token_in(left, rate))
             leases.extend(sorted((rows.lease(r, D) for r in got), key=rules.claim_order))
             room -= len(got)
         return leases
+
+    def _refill_after(self, seconds: float) -> None:
+        """Wake this node's claimers when an empty bucket has a token again (other nodes that
+        found it empty set their own)."""
+        loop = asyncio.get_running_loop()
+        at = loop.time() + seconds
+        if self._refill_at is not None and self._refill_at.when() <= at:
+            return
+        if self._refill_at is not None:
+            self._refill_at.cancel()
+        self._refill_at = loop.call_at(at, self._refilled)
+
+    def _refilled(self) -> None:
+        self._refill_at = None
+        self.ready_signal.wake()
 
     # -- complete ---------------------------------------------------------------------------
 
@@ -316,6 +408,7 @@ class PgHot:
                 if attempt == _DEADLOCK_RETRIES - 1:
                     raise
         self._announce([*(r["status"] for r in found), *woken])
+        await self._freed((r["tenant_id"], r["queue"]) for r in found)
         return {(str(r["id"]), str(r["lease_id"])): _STATUS[r["status"]] for r in found}
 
     async def task_complete_leased(
@@ -344,8 +437,22 @@ class PgHot:
                     tenant_id=tenant_id,
                 )
             )
-        # Succeeded tasks with no dependents wake nobody: no signal to fire.
+        await self._freed((tenant_id, r["queue"]) for r in found)
         return {str(r["lease_id"]): (str(r["id"]), r["queue"]) for r in found}
+
+    async def _freed(self, queues: Iterable[tuple[str, str]]) -> None:
+        """Tasks of these (tenant, queue)s stopped running: when one is limited, its next task
+        may start now, so claimers on every node are woken (SPEC §7: a limited queue flows)."""
+        if not self._limited_set and time.monotonic() - self._limited_at <= LIMITED_CACHE_SECONDS:
+            return
+        try:
+            await self._limited_queues()
+        except Exception as exc:  # advice only: claimers poll anyway
+            log.debug("could not read the limited queues: %s", exc)
+            return
+        limited = self._limited_set
+        if limited and any(q in limited for q in queues):
+            self.ready_signal.notify()
 
 
 def _opt_float(value: float | None) -> float | None:

@@ -68,7 +68,8 @@ SET LOCAL enable_sort = off;
 
 -- fragment: claim_lease
 -- Every claim: lease the rows its "picked" CTE chose (FOR UPDATE SKIP LOCKED, so claimers on
--- many nodes never collide). :lease_seconds NULL = the task's own timeout + :grace_seconds.
+-- many nodes never collide; the status test guards the keyed claim, which cannot lock in its
+-- window). :lease_seconds NULL = the task's own timeout + :grace_seconds.
 UPDATE tasks t SET
     status = 'running',
     version = t.version + 1,
@@ -81,26 +82,55 @@ UPDATE tasks t SET
     started_at = coalesce(:now::timestamptz, now()),
     finished_at = NULL,
     updated_at = coalesce(:now::timestamptz, now())
-WHERE t.id = ANY(ARRAY(SELECT id FROM picked))
+WHERE t.id = ANY(ARRAY(SELECT id FROM picked)) AND t.status = 'ready'
 RETURNING t.*;
 
+-- name: ready_push_tenants
+-- The tenants with ready push tasks, and their weights: a skip scan of tasks_ready_push_idx's
+-- first column (one index probe per tenant, however long each one's backlog, when the claim names no
+-- queue or names), for the shares of
+-- task_claim_push (duetime.store.core.hot.claim_shares).
+WITH RECURSIVE active (tenant_id) AS (
+    (SELECT tenant_id FROM tasks
+     WHERE status = 'ready' AND target_type <> 'worker'
+       AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id)
+       AND (:queue::text IS NULL OR queue = :queue)
+       AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
+     ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.tenant_id FROM tasks t
+            WHERE t.status = 'ready' AND t.target_type <> 'worker' AND t.tenant_id > a.tenant_id
+              AND (:tenant_id::text IS NULL OR t.tenant_id = :tenant_id)
+              AND (:queue::text IS NULL OR t.queue = :queue)
+              AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
+            ORDER BY t.tenant_id LIMIT 1)
+    FROM active a WHERE a.tenant_id IS NOT NULL
+)
+SELECT a.tenant_id, coalesce(tn.weight, 1) AS weight
+FROM active a LEFT JOIN tenants tn ON tn.id = a.tenant_id
+WHERE a.tenant_id IS NOT NULL AND a.tenant_id <> ALL(:exclude::text[]);
+
 -- name: task_claim_push
--- Dispatcher. The literal target_type predicate lets even a generic plan use tasks_ready_push_idx.
--- Separate statements, one per partial index, so each keeps its index under a generic plan.
+-- Dispatcher: each tenant (:tenant_ids) takes its share (:shares) of the claim, in its own
+-- priority and due order, via tasks_ready_push_idx. The literal target_type predicate lets even
+-- a generic plan use the index.
 WITH picked AS (
-    SELECT id FROM tasks
-    WHERE status = 'ready' AND target_type <> 'worker'
-      AND target_type = ANY(:types::text[])
-      AND (:queue::text IS NULL OR queue = :queue)
-      AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
-      AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id)
-      AND NOT EXISTS (  -- paused or limited queues (limited ones: the locked path below)
-          SELECT 1 FROM queues q
-          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.max_concurrency IS NOT NULL))
-    ORDER BY priority DESC, due_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+    SELECT x.id
+    FROM unnest(:tenant_ids::text[], :shares::int[]) AS s (tenant_id, n)
+    CROSS JOIN LATERAL (
+        SELECT id FROM tasks
+        WHERE status = 'ready' AND target_type <> 'worker' AND tenant_id = s.tenant_id
+          AND target_type = ANY(:types::text[])
+          AND (:queue::text IS NULL OR queue = :queue)
+          AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
+          AND NOT EXISTS (  -- paused or limited queues (limited ones: the locked path below)
+              SELECT 1 FROM queues q
+              WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+                AND (q.paused OR q.limited))
+        ORDER BY priority DESC, due_at
+        LIMIT s.n
+        FOR UPDATE SKIP LOCKED
+    ) AS x
 )
 -- include: claim_lease
 
@@ -115,7 +145,7 @@ WITH picked AS (
       AND NOT EXISTS (  -- paused or limited queues (limited ones: the locked path below)
           SELECT 1 FROM queues q
           WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.max_concurrency IS NOT NULL))
+            AND (q.paused OR q.limited))
     ORDER BY priority DESC, due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -131,10 +161,11 @@ WITH picked AS (
       AND (:queue::text IS NULL OR queue = :queue)
       AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
       AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id)
+      AND tenant_id <> ALL(:exclude::text[])
       AND NOT EXISTS (  -- paused or limited queues (limited ones: the locked path below)
           SELECT 1 FROM queues q
           WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.max_concurrency IS NOT NULL))
+            AND (q.paused OR q.limited))
     ORDER BY priority DESC, due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -143,7 +174,7 @@ WITH picked AS (
 
 -- name: queue_limited_all
 -- Every queue whose claims go through the locked path (see queue_lock); cached by each store.
-SELECT tenant_id, name FROM queues WHERE max_concurrency IS NOT NULL AND NOT paused;
+SELECT tenant_id, name FROM queues WHERE limited AND NOT paused;
 
 -- name: queue_limited_ready_worker
 -- Of the limited queues (:tenant_ids, :queues pairwise), those with a ready worker task the
@@ -204,20 +235,35 @@ CROSS JOIN LATERAL (
 
 -- name: queue_lock
 -- Serializes the claims of one limited queue: held until the claim's transaction commits, so the
--- next claimer's count of running tasks (a later statement, a fresh snapshot) includes ours.
-SELECT max_concurrency FROM queues
-WHERE tenant_id = :tenant_id AND name = :queue AND max_concurrency IS NOT NULL AND NOT paused
+-- next claimer's count of running tasks (a later statement, a fresh snapshot) includes ours, and
+-- it reads the bucket we left.
+SELECT max_concurrency, rate_limit_per_second, burst, max_concurrency_per_key, tokens,
+       extract(epoch FROM coalesce(:now::timestamptz, now()) - tokens_at)::float8 AS elapsed
+FROM queues
+WHERE tenant_id = :tenant_id AND name = :queue AND limited AND NOT paused
 FOR UPDATE;
 
--- name: task_claim_limited_worker
--- Lease API on a limited queue: worker tasks of one tenant's queue, at most :max_concurrency
--- running. Run after queue_lock, in its transaction.
-WITH room AS (
-    SELECT greatest(0, least(:limit::int, :max_concurrency::int - (
+-- name: queue_tokens_put
+-- What a claim left in the queue's bucket (run in queue_lock's transaction).
+UPDATE queues SET tokens = :tokens::float8, tokens_at = coalesce(:now::timestamptz, now())
+WHERE tenant_id = :tenant_id AND name = :queue;
+
+-- fragment: limited_room
+-- How many a limited queue's claim may take: :limit (the claim's room, already cut to the
+-- bucket's whole tokens), and below max_concurrency less those running (NULL: no cap).
+room AS (
+    SELECT greatest(0, least(:limit::int, coalesce(:max_concurrency::int - (
         SELECT count(*) FROM tasks
-        WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue)))::int AS n
-),
-picked AS (
+        WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue), :limit::int)))::int
+        AS n
+)
+
+-- name: task_claim_limited_worker
+-- Lease API on a limited queue: worker tasks of one tenant's queue. Run after queue_lock, in its
+-- transaction.
+WITH
+-- include: limited_room
+, picked AS (
     SELECT id FROM tasks
     WHERE status = 'ready' AND target_type = 'worker' AND tenant_id = :tenant_id
       AND queue = :queue
@@ -231,12 +277,9 @@ picked AS (
 
 -- name: task_claim_limited_push
 -- Push targets of a limited queue (the dispatcher's locked path), via tasks_ready_push_idx.
-WITH room AS (
-    SELECT greatest(0, least(:limit::int, :max_concurrency::int - (
-        SELECT count(*) FROM tasks
-        WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue)))::int AS n
-),
-picked AS (
+WITH
+-- include: limited_room
+, picked AS (
     SELECT id FROM tasks
     WHERE status = 'ready' AND target_type <> 'worker' AND tenant_id = :tenant_id
       AND queue = :queue
@@ -250,12 +293,9 @@ picked AS (
 
 -- name: task_claim_limited_any
 -- Any mix of target types on a limited queue.
-WITH room AS (
-    SELECT greatest(0, least(:limit::int, :max_concurrency::int - (
-        SELECT count(*) FROM tasks
-        WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue)))::int AS n
-),
-picked AS (
+WITH
+-- include: limited_room
+, picked AS (
     SELECT id FROM tasks
     WHERE status = 'ready' AND tenant_id = :tenant_id AND queue = :queue
       AND target_type = ANY(:types::text[])
@@ -263,6 +303,37 @@ picked AS (
     ORDER BY priority DESC, due_at
     LIMIT (SELECT n FROM room)
     FOR UPDATE SKIP LOCKED
+)
+-- include: claim_lease
+
+-- name: task_claim_keyed
+-- A queue with max_concurrency_per_key (any target types): a task whose concurrency_key already
+-- has :per_key running, or earlier ready ones filling the rest, waits; tasks without a key are
+-- not bound. Each key's tasks go in priority, due, creation order, so with 1 they run serially.
+-- Reads every ready task of the queue (the window needs them all); the queue lock serializes
+-- claimers, so no row can be taken twice, and claim_lease re-tests the status.
+WITH
+-- include: limited_room
+, busy AS (
+    SELECT concurrency_key, count(*)::int AS n FROM tasks
+    WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue
+      AND concurrency_key IS NOT NULL
+    GROUP BY concurrency_key
+),
+ranked AS (
+    SELECT id, priority, due_at, created_at, concurrency_key,
+           target_type = ANY(:types::text[])
+               AND (:names::text[] IS NULL OR name = ANY(:names::text[])) AS wanted,
+           row_number() OVER (PARTITION BY concurrency_key
+                              ORDER BY priority DESC, due_at, created_at, id) AS rank
+    FROM tasks
+    WHERE status = 'ready' AND tenant_id = :tenant_id AND queue = :queue
+),
+picked AS (
+    SELECT r.id FROM ranked r LEFT JOIN busy b ON b.concurrency_key = r.concurrency_key
+    WHERE r.wanted AND (r.concurrency_key IS NULL OR coalesce(b.n, 0) + r.rank <= :per_key::int)
+    ORDER BY r.priority DESC, r.due_at, r.created_at, r.id
+    LIMIT (SELECT n FROM room)
 )
 -- include: claim_lease
 
@@ -300,7 +371,8 @@ done AS (
       -- heartbeat that landed after the reaper read it wins.
       AND (c.outcome <> 'lease_expired' OR t.lease_expires_at <= coalesce(:now::timestamptz, now()))
     RETURNING t.id, c.lease_id, t.status, t.has_dependents, t.attempts, c.outcome,
-              c.started_at, c.duration_ms, c.error, c.http_status, c.worker
+              c.started_at, c.duration_ms, c.error, c.http_status, c.worker, t.tenant_id,
+              t.queue
 ),
 att AS (
     INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error,
@@ -310,7 +382,7 @@ att AS (
     FROM done d
     ON CONFLICT DO NOTHING
 )
-SELECT id, lease_id, status, has_dependents FROM done;
+SELECT id, lease_id, status, has_dependents, tenant_id, queue FROM done;
 
 -- name: task_complete_leased
 -- Lease API, succeeded attempts by lease id alone (:lease_ids, :results, of :tenant_id): no read

@@ -13,7 +13,11 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     max_concurrency = excluded.max_concurrency,
     max_concurrency_per_key = excluded.max_concurrency_per_key,
     paused = excluded.paused,
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at,
+    -- A new rate or burst starts from a full bucket.
+    tokens = CASE WHEN q.rate_limit_per_second IS NOT DISTINCT FROM excluded.rate_limit_per_second
+                   AND q.burst IS NOT DISTINCT FROM excluded.burst
+                  THEN q.tokens END
 RETURNING q.*;
 
 -- name: queue_get

@@ -8,9 +8,12 @@ They stay functions on the connection, not plans: ``executemany`` and the claim'
 
 from __future__ import annotations
 
+import asyncio
 import operator
+import random
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -22,7 +25,7 @@ from duetime.store.sql import load
 from duetime.store.sqlite.dependencies import fail_dependents, release_dependents
 from duetime.store.sqlite.driver import SqliteDecode as D
 from duetime.store.sqlite.rows import dumps, from_micros, retry_to_json, to_micros
-from duetime.store.sqlite.signals import Wakeups
+from duetime.store.sqlite.signals import LocalSignal, Wakeups
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -144,10 +147,18 @@ def _insert_row(new: NewTask, task: Task, pending: int, now: int) -> dict[str, A
 # -- claim -------------------------------------------------------------------------------------
 
 
-def task_claim(conn: sqlite3.Connection, now: int, request: ClaimRequest) -> list[Lease]:
-    """Claim from queues without limits in one statement (paused and limited queues skipped),
-    then from each limited queue within its room (``max_concurrency`` minus its running tasks),
-    in the same write transaction: nobody can claim in between."""
+def task_claim(
+    conn: sqlite3.Connection, now: int, request: ClaimRequest, refill: list[float] | None = None
+) -> list[Lease]:
+    """Claim from queues without limits (paused and limited queues skipped), then from each
+    limited queue within its room, in the same write transaction: nobody can claim in between.
+
+    Push claims are shared across tenants with ready push work, by weight
+    (:func:`~duetime.store.core.hot.claim_shares`), each tenant's share in its own priority and
+    due order. A limited queue's room is the claim's room cut to ``max_concurrency`` less its
+    running tasks and to its bucket's whole tokens; with ``max_concurrency_per_key`` the keyed
+    claim picks. When a bucket runs dry, the seconds until its next token are appended to
+    ``refill`` (the caller wakes claimers then)."""
     kind = rules.claim_kind(request)
     if kind is None:
         return []
@@ -161,27 +172,66 @@ def task_claim(conn: sqlite3.Connection, now: int, request: ClaimRequest) -> lis
         "queue": request.queue,
         "tenant_id": request.tenant_id,
         "limit": request.limit,
+        "exclude": dumps(request.excluded_tenants),
     }
-    leases = _claimed(conn.execute(Q[_CLAIM[kind]], params))
+    if kind == "push":
+        tenants = [(t, w) for t, w in conn.execute(Q["ready_push_tenants"], params)]
+        shares = rules.claim_shares(request.limit, tenants, request.room_of)
+        leases: list[Lease] = []
+        taken: Counter[str] = Counter()
+        for _ in range(rules.MAX_SHARE_ROUNDS):
+            got: dict[str, int] = {}
+            for tenant_id, share in shares:
+                one = {**params, "tenant_id": tenant_id, "limit": share}
+                claimed_now = _claimed(conn.execute(Q["task_claim_push"], one))
+                got[tenant_id] = len(claimed_now)
+                leases.extend(claimed_now)
+            if len(tenants) <= 1:
+                break
+            taken.update(got)
+            shares, tenants = rules.next_shares(
+                request.limit - len(leases), tenants, shares, got, taken, request.room_of
+            )
+            if not shares:
+                break
+        leases.sort(key=rules.claim_order)
+    else:
+        leases = _claimed(conn.execute(Q[_CLAIM[kind]], params))
     room = request.limit - len(leases)
     if room <= 0:
         return leases
     if TargetType.WORKER in request.target_types:
-        limited = conn.execute(Q["queue_limited"], params).fetchall()
+        limited = _dicts(conn.execute(Q["queue_limited"], params))
     else:  # the dispatcher: only limited queues with ready push tasks
-        limited = conn.execute(Q["queue_limited_ready_push"], params).fetchall()
+        limited = _dicts(conn.execute(Q["queue_limited_ready_push"], params))
+    random.shuffle(limited)  # no tenant's limited queue always goes first
     worker_only = rules.claim_targets(request) == "worker"
-    query = Q["task_claim_limited_worker" if worker_only else "task_claim_limited"]
-    for tenant_id, queue, max_concurrency in limited:
+    for q in limited:
         if room <= 0:
             break
-        one = {"tenant_id": tenant_id, "queue": queue}
-        running = conn.execute(Q["queue_running"], one).fetchone()[0]
-        limit = min(room, max_concurrency - running)
-        if limit > 0:
-            got = _claimed(conn.execute(query, {**params, **one, "limit": limit}))
-            leases.extend(got)
-            room -= len(got)
+        one = {"tenant_id": q["tenant_id"], "queue": q["name"]}
+        take = room
+        if q["max_concurrency"] is not None:
+            running = conn.execute(Q["queue_running"], one).fetchone()[0]
+            take = min(take, q["max_concurrency"] - running)
+        rate = q["rate_limit_per_second"]
+        elapsed = 0.0 if q["tokens_at"] is None else (now - q["tokens_at"]) / 1e6
+        take, tokens = rules.limited_room(take, q["tokens"], elapsed, rate, q["burst"])
+        claimed: list[Lease] = []
+        if take > 0:
+            if q["max_concurrency_per_key"] is not None:
+                query, extra = Q["task_claim_keyed"], {"per_key": q["max_concurrency_per_key"]}
+            else:
+                query = Q["task_claim_limited_worker" if worker_only else "task_claim_limited"]
+                extra = {}
+            claimed = _claimed(conn.execute(query, {**params, **one, **extra, "limit": take}))
+        if tokens is not None:
+            left = tokens - len(claimed)
+            conn.execute(Q["queue_tokens_put"], {**one, "tokens": left, "now": now})
+            if left < 1 and refill is not None:
+                refill.append(rules.next_token_in(left, rate))
+        leases.extend(claimed)
+        room -= len(claimed)
     return leases
 
 
@@ -224,6 +274,8 @@ def task_complete_many(
         batch = dumps([_finish_item(completions[i]) for i in members])
         found = conn.execute(Q["task_finish"], {"batch": batch, "now": now}).fetchall()
         accepted = {r[0]: (r[1], r[2], bool(r[3])) for r in found}
+        # A limited queue's task stopped running: its next may start now (SPEC §7).
+        wake.ready |= any(r[4] for r in found)
         for i in members:
             ended[i] = accepted.get(completions[i].task_id)
     results: list[CompletionResult] = []
@@ -280,6 +332,9 @@ class SqliteHot:
     """Create, claim and complete of :class:`~duetime.store.sqlite.backend.SqliteStore` (which
     provides ``_write``: one write transaction on its database thread, and ``_fire``)."""
 
+    ready_signal: LocalSignal
+    _refill_at: asyncio.TimerHandle | None = None
+
     async def _write(
         self, body: Callable[[sqlite3.Connection, int], T], *, integrity_retries: int = 0
     ) -> T:
@@ -302,7 +357,25 @@ class SqliteHot:
         return made
 
     async def task_claim(self, request: ClaimRequest) -> list[Lease]:
-        return await self._write(lambda conn, now: task_claim(conn, now, request))
+        refill: list[float] = []
+        leases = await self._write(lambda conn, now: task_claim(conn, now, request, refill))
+        if refill:
+            self._refill_after(min(refill))
+        return leases
+
+    def _refill_after(self, seconds: float) -> None:
+        """Wake claimers when an empty bucket has a token again."""
+        loop = asyncio.get_running_loop()
+        at = loop.time() + seconds
+        if self._refill_at is not None and self._refill_at.when() <= at:
+            return
+        if self._refill_at is not None:
+            self._refill_at.cancel()
+        self._refill_at = loop.call_at(at, self._refilled)
+
+    def _refilled(self) -> None:
+        self._refill_at = None
+        self.ready_signal.notify()
 
     async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
         if not completions:

@@ -43,19 +43,42 @@ UPDATE tasks SET
     started_at = :now, finished_at = NULL, updated_at = :now, worker_id = :worker_id
 WHERE rowid IN
 
--- Push targets (the dispatcher), via tasks_ready_push.
+-- The tenants with ready push tasks, and their weights: a skip scan of tasks_ready_push's first
+-- column (one index probe per tenant, however long each one's backlog, when the claim names no
+-- queue or names), for the shares of
+-- task_claim_push (duetime.store.core.hot.claim_shares).
+-- name: ready_push_tenants
+WITH RECURSIVE active (tenant_id) AS (
+    SELECT (SELECT min(tenant_id) FROM tasks
+            WHERE status = 'ready' AND target_type <> 'worker'
+              AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+              AND (:queue IS NULL OR queue = :queue)
+              AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names))))
+    UNION ALL
+    SELECT (SELECT min(t.tenant_id) FROM tasks AS t
+            WHERE t.status = 'ready' AND t.target_type <> 'worker' AND t.tenant_id > a.tenant_id
+              AND (:tenant_id IS NULL OR t.tenant_id = :tenant_id)
+              AND (:queue IS NULL OR t.queue = :queue)
+              AND (:names IS NULL OR t.name IN (SELECT value FROM json_each(:names))))
+    FROM active AS a WHERE a.tenant_id IS NOT NULL
+)
+SELECT a.tenant_id, coalesce(tn.weight, 1) AS weight
+FROM active AS a LEFT JOIN tenants AS tn ON tn.id = a.tenant_id
+WHERE a.tenant_id IS NOT NULL
+  AND a.tenant_id NOT IN (SELECT value FROM json_each(:exclude));
+
+-- Push targets (the dispatcher) of one tenant (its share of the claim), via tasks_ready_push.
 -- name: task_claim_push
 -- include: claim_lease
     (SELECT rowid FROM tasks
-    WHERE status = 'ready' AND target_type <> 'worker'
+    WHERE status = 'ready' AND target_type <> 'worker' AND tenant_id = :tenant_id
       AND target_type IN (SELECT value FROM json_each(:types))
       AND (:queue IS NULL OR queue = :queue)
       AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
-      AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
       AND NOT EXISTS (  -- paused or limited queues (limited ones: queue by queue, below)
           SELECT 1 FROM queues AS q
           WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.max_concurrency IS NOT NULL))
+            AND (q.paused OR q.limited))
     ORDER BY priority DESC, due_at
     LIMIT :limit)
 RETURNING *, rowid AS claim_rowid;
@@ -70,7 +93,7 @@ RETURNING *, rowid AS claim_rowid;
       AND NOT EXISTS (  -- paused or limited queues (limited ones: queue by queue, below)
           SELECT 1 FROM queues AS q
           WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.max_concurrency IS NOT NULL))
+            AND (q.paused OR q.limited))
     ORDER BY priority DESC, due_at
     LIMIT :limit)
 RETURNING *, rowid AS claim_rowid;
@@ -86,10 +109,11 @@ RETURNING *, rowid AS claim_rowid;
           AND (:queue IS NULL OR queue = :queue)
           AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
           AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+          AND tenant_id NOT IN (SELECT value FROM json_each(:exclude))
           AND NOT EXISTS (  -- paused or limited queues
               SELECT 1 FROM queues AS q
               WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-                AND (q.paused OR q.max_concurrency IS NOT NULL))
+                AND (q.paused OR q.limited))
         UNION ALL
         SELECT rowid AS rid, priority, due_at FROM tasks
         WHERE status = 'ready' AND target_type = 'worker'
@@ -97,10 +121,11 @@ RETURNING *, rowid AS claim_rowid;
           AND (:queue IS NULL OR queue = :queue)
           AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
           AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+          AND tenant_id NOT IN (SELECT value FROM json_each(:exclude))
           AND NOT EXISTS (  -- paused or limited queues
               SELECT 1 FROM queues AS q
               WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-                AND (q.paused OR q.max_concurrency IS NOT NULL))
+                AND (q.paused OR q.limited))
     )
     ORDER BY priority DESC, due_at, rid
     LIMIT :limit)
@@ -109,26 +134,35 @@ RETURNING *, rowid AS claim_rowid;
 -- Limited queues a claim may take from. The claim statements above skip them; the caller claims
 -- from each within its room, in the same write transaction.
 -- name: queue_limited
-SELECT tenant_id, name, max_concurrency FROM queues
-WHERE max_concurrency IS NOT NULL AND paused = 0
+SELECT tenant_id, name, max_concurrency, rate_limit_per_second, burst, max_concurrency_per_key,
+       tokens, tokens_at
+FROM queues
+WHERE limited AND paused = 0
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:queue IS NULL OR name = :queue)
+  AND tenant_id NOT IN (SELECT value FROM json_each(:exclude))
 ORDER BY tenant_id, name;
 
 -- The same for push claims (the dispatcher), only queues with a ready push task: walks the
 -- tasks_ready_push index (CROSS JOIN keeps tasks the outer loop), which holds only the ready push
 -- tasks not yet taken, instead of every ready task of a limited queue.
 -- name: queue_limited_ready_push
-SELECT DISTINCT q.tenant_id, q.name, q.max_concurrency
+SELECT DISTINCT q.tenant_id, q.name, q.max_concurrency, q.rate_limit_per_second, q.burst,
+       q.max_concurrency_per_key, q.tokens, q.tokens_at
 FROM tasks CROSS JOIN queues AS q
     ON q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
 WHERE tasks.status = 'ready' AND tasks.target_type <> 'worker'
   AND tasks.target_type IN (SELECT value FROM json_each(:types))
   AND (:names IS NULL OR tasks.name IN (SELECT value FROM json_each(:names)))
-  AND q.max_concurrency IS NOT NULL AND q.paused = 0
+  AND q.limited AND q.paused = 0
   AND (:tenant_id IS NULL OR q.tenant_id = :tenant_id)
   AND (:queue IS NULL OR q.name = :queue)
+  AND q.tenant_id NOT IN (SELECT value FROM json_each(:exclude))
 ORDER BY q.tenant_id, q.name;
+
+-- name: queue_tokens_put
+UPDATE queues SET tokens = :tokens, tokens_at = :now
+WHERE tenant_id = :tenant_id AND name = :queue;
 
 -- name: queue_running
 SELECT count(*) AS n FROM tasks
@@ -153,6 +187,33 @@ RETURNING *, rowid AS claim_rowid;
       AND target_type IN (SELECT value FROM json_each(:types))
       AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
     ORDER BY priority DESC, due_at
+    LIMIT :limit)
+RETURNING *, rowid AS claim_rowid;
+
+-- A queue with max_concurrency_per_key (any target types): a task whose concurrency_key already
+-- has :per_key running, or earlier ready ones filling the rest, waits; tasks without a key are
+-- not bound. Each key's tasks go in priority, due, creation order, so with 1 they run serially.
+-- Reads every ready task of the queue (the window needs them all).
+-- name: task_claim_keyed
+-- include: claim_lease
+    (SELECT r.rid FROM (
+        SELECT rowid AS rid, priority, due_at, concurrency_key,
+               target_type IN (SELECT value FROM json_each(:types))
+                   AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+                   AS wanted,
+               row_number() OVER (PARTITION BY concurrency_key
+                                  ORDER BY priority DESC, due_at, created_at, rowid) AS rank
+        FROM tasks
+        WHERE status = 'ready' AND tenant_id = :tenant_id AND queue = :queue
+    ) AS r
+    LEFT JOIN (
+        SELECT concurrency_key, count(*) AS n FROM tasks
+        WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue
+          AND concurrency_key IS NOT NULL
+        GROUP BY concurrency_key
+    ) AS b ON b.concurrency_key = r.concurrency_key
+    WHERE r.wanted AND (r.concurrency_key IS NULL OR coalesce(b.n, 0) + r.rank <= :per_key)
+    ORDER BY r.priority DESC, r.due_at, r.rank, r.rid
     LIMIT :limit)
 RETURNING *, rowid AS claim_rowid;
 
@@ -191,7 +252,9 @@ WHERE tasks.id = c.id AND tasks.status = 'running' AND tasks.lease_id = c.lease_
   -- The reaper's lease_expired ending counts only if the lease is still expired: a heartbeat
   -- that landed after the reaper read it wins.
   AND (NOT c.expiry OR tasks.lease_expires_at <= :now)
-RETURNING tasks.id, tasks.status, tasks.attempts, tasks.has_dependents;
+RETURNING tasks.id, tasks.status, tasks.attempts, tasks.has_dependents,
+    EXISTS (SELECT 1 FROM queues AS q
+            WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND q.limited) AS freed;
 
 -- name: attempt_insert
 INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error, http_status,

@@ -12,7 +12,11 @@ ON CONFLICT (tenant_id, name) DO UPDATE SET
     max_concurrency = excluded.max_concurrency,
     max_concurrency_per_key = excluded.max_concurrency_per_key,
     paused = excluded.paused,
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at,
+    -- A new rate or burst starts from a full bucket.
+    tokens = CASE WHEN queues.rate_limit_per_second IS excluded.rate_limit_per_second
+                   AND queues.burst IS excluded.burst
+                  THEN queues.tokens END
 RETURNING *;
 
 -- name: queue_get
