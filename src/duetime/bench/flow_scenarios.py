@@ -286,7 +286,7 @@ def _rate_two_nodes(config: BenchConfig, workdir: Path, receiver_url: str) -> Fi
         "rate_bucket_excess": fm.bucket_excess(starts, rate, burst),
         "rate_bar_low": low,
         "rate_bar_high": high,
-        "rate_overall_per_s": (len(starts) - burst) / (max(starts) - min(starts)),
+        "rate_after_burst_per_s": (len(starts) - burst) / (max(starts) - min(starts)),
     }
 
 
