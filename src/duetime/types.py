@@ -433,6 +433,9 @@ class Queue:
     name: str
     settings: QueueSettings
     updated_at: datetime
+    tokens: float | None = None
+    """The rate limit's bucket when last taken from (None: full), at ``tokens_at``."""
+    tokens_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -268,3 +268,24 @@ async def test_long_polls_leave_the_dispatchers_wake_ups_alone(
         d.stop()
         running.cancel()
         await d.drain(grace=1)
+
+
+async def test_queue_figures_say_what_holds_work_back(
+    api: httpx.AsyncClient, clock: FakeClock
+) -> None:
+    """GET /v1/queues/{name}: ``tokens`` (the bucket now) and ``held_by`` (which limit keeps
+    ready tasks waiting)."""
+    await put(api, "q", rate_limit_per_second=1.0, burst=2, max_concurrency=5)
+    assert (await api.get("/v1/queues/q")).json()["held_by"] == []  # nothing waits
+    for _ in range(4):
+        await create(api, queue="q")
+    got = (await api.get("/v1/queues/q")).json()
+    assert got["tokens"] == 2.0 and got["held_by"] == []
+    assert len(await lease(api, "q", max_tasks=10)) == 2  # the bucket's two tokens
+    got = (await api.get("/v1/queues/q")).json()
+    assert got["tokens"] == 0.0 and got["held_by"] == ["rate_limit_per_second"]
+    clock.advance(0.5)
+    assert (await api.get("/v1/queues/q")).json()["tokens"] == 0.5
+    await put(api, "q", max_concurrency=2, paused=True)
+    got = (await api.get("/v1/queues/q")).json()
+    assert got["tokens"] is None and got["held_by"] == ["paused", "max_concurrency"]

@@ -170,6 +170,15 @@ class QueueOut(BaseModel):
     oldest_due_lag_seconds: float | None = Field(
         description="How late the most overdue ready task is; null when none is ready."
     )
+    tokens: float | None = Field(
+        description="Whole starts the rate limit allows now (the token bucket's level); null "
+        "without a rate limit."
+    )
+    held_by: list[str] = Field(
+        description="What keeps ready tasks waiting now: `paused`, `max_concurrency`, "
+        "`rate_limit_per_second`, `max_concurrency_per_key` (their keys are busy); empty when "
+        "nothing waits or nothing holds it back."
+    )
     retention: dict[str, str] | None = Field(
         default=None,
         description="The queue's own retention periods (statuses absent keep the server defaults).",

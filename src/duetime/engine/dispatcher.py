@@ -39,7 +39,7 @@ ACTIVE_SECONDS = 2.0
 NEWCOMER = "\x00newcomer"
 """Stands for a tenant not active here yet when sharing slots (no tenant id can be this)."""
 WEIGHT_TTL_SECONDS = 5.0
-"""How long a tenant's weight is trusted (a PATCH reaches every node within this)."""
+"""How long the tenants' weights are trusted (a PATCH reaches every node within this)."""
 
 
 class Dispatcher(Service):
@@ -60,7 +60,8 @@ class Dispatcher(Service):
     share of ``concurrency`` (:func:`tenant_slots`); each claim tells the store how many more
     each tenant may take (``tenant_room``, and ``other_tenant_room`` for a tenant arriving), and
     the store gives the rest to others. A tenant alone may hold all but a reserve of
-    ``concurrency/8``, which a tenant arriving with due work can take at once. Claims themselves
+    ``concurrency/8``, which a tenant arriving with due work can take at once (with only one
+    tenant in the store, nothing is kept back). Claims themselves
     are shared by weight across tenants with ready work (the store's push claim).
 
     With ``circuits`` (:mod:`duetime.delivery.circuit`), a webhook whose (tenant, origin) circuit
@@ -118,8 +119,9 @@ class Dispatcher(Service):
         """Deliveries in flight by tenant."""
         self._seen: dict[str, float] = {}
         """When each tenant last had a delivery here (monotonic)."""
-        self._weights: dict[str, tuple[float, int]] = {}
-        """Tenant weights read from the store: (read at, weight)."""
+        self._weights_by: dict[str, int] = {}
+        """Every tenant's weight, read from the store at ``_weights_at``."""
+        self._weights_at = -float("inf")
 
     @classmethod
     def from_settings(
@@ -213,41 +215,36 @@ class Dispatcher(Service):
             job.add_done_callback(functools.partial(self._done, task.id, task.tenant_id))
         return len(leases)
 
-    async def _rooms(self) -> tuple[dict[str, int], int]:
+    async def _rooms(self) -> tuple[dict[str, int], int | None]:
         """How many more deliveries each active tenant may start here, and a tenant arriving
-        (see the class)."""
+        (see the class). With one tenant in the store, nothing is kept back."""
         now = self._clock.monotonic()
+        weights = await self._weights(now)
+        if len(weights) <= 1:
+            return {}, None
         for tenant in self._by_tenant:
             self._seen[tenant] = now
         for tenant in [t for t, at in self._seen.items() if now - at > ACTIVE_SECONDS]:
             del self._seen[tenant]
-        if not self._seen:
-            return {}, tenant_slots(self._concurrency, {NEWCOMER: 1})[NEWCOMER]
-        weights = await self._weights_of(list(self._seen), now)
-        slots = tenant_slots(self._concurrency, {**weights, NEWCOMER: 1})
+        active = {t: weights.get(t, 1) for t in self._seen}
+        newcomer = tenant_slots(self._concurrency, {**active, NEWCOMER: 1})[NEWCOMER]
         rooms = {
             t: max(0, n - self._by_tenant.get(t, 0))
-            for t, n in tenant_slots(self._concurrency, weights).items()
+            for t, n in tenant_slots(self._concurrency, active).items()
         }
-        return rooms, slots[NEWCOMER]
+        return rooms, newcomer
 
-    async def _weights_of(self, tenants: Sequence[str], now: float) -> dict[str, int]:
-        stale = [
-            t
-            for t in tenants
-            if t not in self._weights or now - self._weights[t][0] > WEIGHT_TTL_SECONDS
-        ]
-        if stale:
+    async def _weights(self, now: float) -> dict[str, int]:
+        """Every tenant's weight, read at most once per :data:`WEIGHT_TTL_SECONDS`."""
+        if now - self._weights_at > WEIGHT_TTL_SECONDS:
             try:
-                found = await asyncio.gather(*(self._store.tenant_get(t) for t in stale))
-            except Exception as exc:  # an outage: keep the weights known (the claim reports it)
+                tenants = await self._store.tenant_list()
+            except Exception as exc:  # an outage: keep what is known (the claim reports it)
                 log.debug("could not read tenant weights: %s", exc)
             else:
-                for tenant_id, tenant in zip(stale, found, strict=True):
-                    self._weights[tenant_id] = (now, 1 if tenant is None else tenant.quotas.weight)
-        for gone in [t for t in self._weights if t not in self._seen]:
-            del self._weights[gone]
-        return {t: self._weights[t][1] if t in self._weights else 1 for t in tenants}
+                self._weights_by = {t.id: t.quotas.weight for t in tenants}
+                self._weights_at = now
+        return self._weights_by
 
     async def wait(self, did: int) -> None:
         if self._free() < self._low_water:

@@ -146,10 +146,13 @@ class Lifecycle(StoreClock, Protocol):
 
 
 class TenantLookup(Protocol):
-    """Read one tenant (the dispatcher reads weights for its fair shares of slots)."""
+    """Read tenants (the dispatcher reads their weights for its fair shares of slots)."""
 
     async def tenant_get(self, tenant_id: str) -> Tenant | None:
         """The tenant, or None."""
+
+    async def tenant_list(self) -> list[Tenant]:
+        """Every tenant, oldest first."""
 
 
 class TenantStore(TenantLookup, Protocol):
@@ -166,9 +169,6 @@ class TenantStore(TenantLookup, Protocol):
 
     async def api_key_delete(self, key_id: str) -> bool:
         """Delete a key; False when it did not exist."""
-
-    async def tenant_list(self) -> list[Tenant]:
-        """Every tenant, oldest first."""
 
     async def tenant_quotas_put(self, tenant_id: str, quotas: TenantQuotas) -> Tenant:
         """Replace the tenant's quotas; its create-rate bucket starts full. ``NotFound``."""

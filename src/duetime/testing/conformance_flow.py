@@ -161,3 +161,28 @@ async def test_push_claims_follow_tenant_weights(store: Store, clock: FakeClock)
     # Within a tenant, priority and due order still hold.
     top = await _create(store, b, target=HTTP, priority=9)
     assert top.id in _ids(await _dispatch(store, 2))
+
+
+# -- tenant quota: max_concurrency ---------------------------------------------------------------
+
+
+async def test_tenant_max_concurrency_bounds_every_claim(store: Store, clock: FakeClock) -> None:
+    """task_claim: a tenant's ``max_concurrency`` quota bounds its running tasks over push
+    claims, leases and limited queues alike; another tenant is not bound; a finished task of
+    the tenant wakes claimers."""
+    a, b = await _tenant(store, "a"), await _tenant(store, "b")
+    await store.tenant_quotas_put(a, TenantQuotas(max_concurrency=3))
+    await store.queue_put(a, "limited", QueueSettings(max_concurrency=10))
+    await _tasks(store, a, 2, target=HTTP)
+    await _tasks(store, a, 2, queue="q")
+    await _tasks(store, a, 2, queue="limited", target=HTTP)
+    await _tasks(store, b, 5, target=HTTP)
+    pushed = await _dispatch(store)
+    assert _tenants(pushed) == {a: 3, b: 5}
+    assert await _lease_for(store, a, "q") == []
+    await _drain(store.ready_signal)
+    mine = next(lease for lease in pushed if lease.task.tenant_id == a)
+    await _succeed(store, mine)
+    assert await store.ready_signal.wait(5.0)
+    assert len(await _lease_for(store, a, "q")) == 1
+    assert await _dispatch(store) == []

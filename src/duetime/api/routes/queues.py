@@ -1,16 +1,18 @@
 """``/v1/queues`` and ``/v1/workers``: queue settings with live figures, and the pull workers
 seen recently (SPEC §3 "Queues and pull workers").
 
-A queue exists as soon as a task names it; ``PUT`` configures it. ``paused`` and
-``max_concurrency`` are enforced by every claim (dispatch and lease). The flow-control settings
-(``rate_limit_per_second``, ``burst``, ``max_concurrency_per_key``) are refused with 422 until they
-are enforced, so no setting is ever stored that does nothing.
+A queue exists as soon as a task names it; ``PUT`` configures it. ``paused`` and the limits
+(``max_concurrency``, ``rate_limit_per_second`` with ``burst``, ``max_concurrency_per_key``) are
+enforced by every claim (dispatch and lease) on every node; ``held_by`` says which of them keeps
+ready tasks waiting now.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -22,6 +24,7 @@ from duetime.api.problems import problem_responses
 from duetime.api.queue_schemas import QueueListOut, QueueOut, QueuePutIn, WorkerListOut
 from duetime.errors import NotFound, ValidationError
 from duetime.history.retention import RetentionPolicy, parse_retention
+from duetime.store.core.hot import bucket_tokens
 from duetime.types import Queue, QueueSettings, QueueStats, TaskStatus, WorkerInfo
 
 router = APIRouter(prefix="/v1", tags=["queues"], responses=problem_responses(400, 401, 422, 503))
@@ -41,10 +44,40 @@ def queue_name(raw: str) -> str:
     return raw
 
 
-def queue_json(name: str, queue: Queue | None, stats: QueueStats | None) -> dict[str, Any]:
-    """A queue's settings (defaults when unconfigured) and live figures."""
+def held_by(queue: Queue | None, counts: Mapping[TaskStatus, int], now: datetime) -> list[str]:
+    """What keeps the queue's ready tasks from starting now (empty when none wait): ``paused``,
+    ``max_concurrency`` (as many running as allowed), ``rate_limit_per_second`` (no whole token
+    in the bucket), else ``max_concurrency_per_key`` when set (their keys are busy)."""
+    if queue is None or not counts.get(TaskStatus.READY, 0):
+        return []
+    s = queue.settings
+    held = []
+    if s.paused:
+        held.append("paused")
+    if s.max_concurrency is not None and counts.get(TaskStatus.RUNNING, 0) >= s.max_concurrency:
+        held.append("max_concurrency")
+    if s.rate_limit_per_second is not None and _tokens(queue, now) < 1:
+        held.append("rate_limit_per_second")
+    if not held and s.max_concurrency_per_key is not None:
+        held.append("max_concurrency_per_key")
+    return held
+
+
+def _tokens(queue: Queue, now: datetime) -> float:
+    rate = queue.settings.rate_limit_per_second
+    assert rate is not None
+    at = queue.tokens_at
+    elapsed = 0.0 if at is None else (now - at).total_seconds()
+    return bucket_tokens(queue.tokens, elapsed, rate, queue.settings.burst)
+
+
+def queue_json(
+    name: str, queue: Queue | None, stats: QueueStats | None, now: datetime
+) -> dict[str, Any]:
+    """A queue's settings (defaults when unconfigured) and live figures at the store's ``now``."""
     settings = queue.settings if queue is not None else QueueSettings()
     counts = stats.counts if stats is not None else {}
+    limited = queue is not None and settings.rate_limit_per_second is not None
     return {
         "name": name,
         "configured": queue is not None,
@@ -57,6 +90,8 @@ def queue_json(name: str, queue: Queue | None, stats: QueueStats | None) -> dict
         "counts": {status.value: counts.get(status, 0) for status in TaskStatus},
         "running": counts.get(TaskStatus.RUNNING, 0),
         "oldest_due_lag_seconds": None if stats is None else stats.oldest_due_lag_seconds,
+        "tokens": round(_tokens(queue, now), 3) if limited and queue is not None else None,
+        "held_by": held_by(queue, counts, now),
     }
 
 
@@ -99,7 +134,7 @@ async def put_queue(name: str, call: TenantCall, request: Request) -> Response:
     stored = await call.store.queue_put(call.tenant_id, queue, settings)
     await call.store.queue_retention_put(call.tenant_id, queue, retention)
     stats = await call.store.queue_stats(call.tenant_id, queue)
-    found = queue_json(queue, stored, stats[0] if stats else None)
+    found = queue_json(queue, stored, stats[0] if stats else None, await call.store.now())
     return render.json_response({**found, "retention": retention.to_json()})
 
 
@@ -110,17 +145,18 @@ async def put_queue(name: str, call: TenantCall, request: Request) -> Response:
 )
 async def list_queues(call: TenantCall) -> Response:
     """Every queue of the tenant, configured or holding tasks, by name."""
-    configured, figures, retention = await asyncio.gather(
+    configured, figures, retention, now = await asyncio.gather(
         call.store.queue_list(call.tenant_id),
         call.store.queue_stats(call.tenant_id),
         call.store.queue_retention_list(call.tenant_id),
+        call.store.now(),
     )
     settings = {q.name: q for q in configured}
     stats = {s.name: s for s in figures}
     empty = RetentionPolicy()
     items = [
         {
-            **queue_json(n, settings.get(n), stats.get(n)),
+            **queue_json(n, settings.get(n), stats.get(n), now),
             "retention": retention.get(n, empty).to_json(),
         }
         for n in sorted({*settings, *stats})
@@ -142,7 +178,7 @@ async def get_queue(name: str, call: TenantCall) -> Response:
     )
     if stored is None and not figures:
         raise NotFound(f"no queue {queue!r}: no task names it and it was never configured")
-    found = queue_json(queue, stored, figures[0] if figures else None)
+    found = queue_json(queue, stored, figures[0] if figures else None, await call.store.now())
     retention: RetentionPolicy = await call.store.queue_retention_get(call.tenant_id, queue)
     return render.json_response({**found, "retention": retention.to_json()})
 

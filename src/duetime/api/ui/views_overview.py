@@ -146,14 +146,16 @@ async def overview_page(request: Request, window: str = "1h", queue: str = "") -
 @router.get("/queues")
 async def queues_page(request: Request, after: str = "") -> Response:
     async def view(request: Request, call: UiCall) -> Response:
-        configured, figures = await asyncio.gather(
-            call.store.queue_list(call.tenant_id), call.store.queue_stats(call.tenant_id)
+        configured, figures, now = await asyncio.gather(
+            call.store.queue_list(call.tenant_id),
+            call.store.queue_stats(call.tenant_id),
+            call.store.now(),
         )
         settings = {q.name: q for q in configured}
         stats = {s.name: s for s in figures}
         names = [n for n in sorted({*settings, *stats}) if n > after]
         page = names[:QUEUES_PAGE]
-        items = [queue_json(n, settings.get(n), stats.get(n)) for n in page]
+        items = [queue_json(n, settings.get(n), stats.get(n), now) for n in page]
         for item in items:
             item["depth"] = depth_bar(item["counts"])
         return html(

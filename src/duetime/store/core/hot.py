@@ -8,6 +8,7 @@ Create, claim and complete keep a per-backend strategy (``store/sqlite/hot.py``,
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import random
@@ -266,6 +267,24 @@ def _below(tenant_id: str, taken: Mapping[str, int], cap: Cap, extra: int) -> bo
     """Whether ``tenant_id`` may take one more after ``taken`` and ``extra``."""
     limit = cap(tenant_id)
     return limit is None or taken.get(tenant_id, 0) + extra < limit
+
+
+def with_tenant_rooms(request: ClaimRequest, rooms: Mapping[str, int]) -> ClaimRequest:
+    """``request`` bounded by tenants' ``max_concurrency`` quotas too: ``rooms`` are those
+    tenants' quotas less their running tasks (the tighter bound wins)."""
+    if not rooms:
+        return request
+    merged = dict(request.tenant_room)
+    for tenant_id, room in rooms.items():
+        mine = request.room_of(tenant_id)
+        merged[tenant_id] = max(0, room if mine is None else min(room, mine))
+    return dataclasses.replace(request, tenant_room=merged)
+
+
+def tenant_take(request: ClaimRequest, tenant_id: str, want: int, taken: Mapping[str, int]) -> int:
+    """How many of ``want`` a claim may still take from ``tenant_id`` after ``taken``."""
+    room = request.room_of(tenant_id)
+    return want if room is None else max(0, min(want, room - taken.get(tenant_id, 0)))
 
 
 def bucket_capacity(rate: float, burst: int | None) -> float:

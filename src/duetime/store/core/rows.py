@@ -165,6 +165,8 @@ def queue(r: Row, d: type[Decode]) -> Queue:
             paused=d.flag(r["paused"]),
         ),
         updated_at=d.time(r["updated_at"]),
+        tokens=r["tokens"],
+        tokens_at=None if r["tokens_at"] is None else d.time(r["tokens_at"]),
     )
 
 

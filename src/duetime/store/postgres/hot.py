@@ -16,9 +16,10 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -78,6 +79,7 @@ class PgHot:
     _limited_at: float = -math.inf
     _limited: tuple[tuple[str, str], ...] = ()
     _limited_set: frozenset[tuple[str, str]] = frozenset()
+    _limited_tenants: Mapping[str, int] = MappingProxyType({})
     _refill_at: asyncio.TimerHandle | None = None
 
     def _pinned(self) -> datetime | None:
@@ -211,6 +213,24 @@ class PgHot:
         kind = rules.claim_kind(request)
         if kind is None:
             return []
+        await self._limited_queues()  # refreshes the tenants with a quota too
+        quota = sorted(t for t in self._limited_tenants if request.tenant_id in (None, t))
+        if not quota:
+            return await self._claim(None, kind, request)
+        # Tenants with a max_concurrency quota: the whole claim runs under their row locks.
+        async with self._transaction() as conn:
+            await conn.fetch(*bind("tenant_lock", tenant_ids=quota))
+            running = dict(
+                (r["tenant_id"], r["n"])
+                for r in await conn.fetch(*bind("tenant_running", tenant_ids=quota))
+            )
+            rooms = {t: self._limited_tenants[t] - running.get(t, 0) for t in quota}
+            return await self._claim(conn, kind, rules.with_tenant_rooms(request, rooms))
+
+    async def _claim(
+        self, conn: Conn | None, kind: rules.ClaimKind, request: ClaimRequest
+    ) -> list[Lease]:
+        """The claim itself, on ``conn`` (inside its transaction) or on pooled connections."""
         params = {
             "now": self._pinned(),
             "types": sorted(t.value for t in request.target_types),
@@ -224,16 +244,38 @@ class PgHot:
             "exclude": request.excluded_tenants,
         }
         if kind == "push":
-            async with self._transaction() as conn:
-                found = await self._claim_push(conn, request, params)
+            async with self._within(conn) as tx:
+                found = await self._claim_push(tx, request, params)
         else:
-            async with self._connection() as conn:
-                found = await conn.fetch(*bind(_CLAIM[kind], **params))
+            if request.tenant_id is not None:
+                params["limit"] = rules.tenant_take(request, request.tenant_id, request.limit, {})
+            found = []
+            if params["limit"]:
+                async with self._on(conn) as c:
+                    found = await c.fetch(*bind(_CLAIM[kind], **params))
         leases = sorted((rows.lease(r, D) for r in found), key=rules.claim_order)
         room = request.limit - len(leases)
         if room > 0:
-            leases.extend(await self._claim_limited(request, params, room))
+            leases.extend(await self._claim_limited(conn, request, params, room, leases))
         return leases
+
+    @asynccontextmanager
+    async def _within(self, conn: Conn | None) -> AsyncIterator[Conn]:
+        """A transaction: ``conn``'s savepoint, or a pooled connection's own."""
+        if conn is None:
+            async with self._transaction() as fresh:
+                yield fresh
+        else:
+            async with conn.transaction():
+                yield conn
+
+    @asynccontextmanager
+    async def _on(self, conn: Conn | None) -> AsyncIterator[Conn]:
+        if conn is None:
+            async with self._connection() as fresh:
+                yield fresh
+        else:
+            yield conn
 
     async def _claim_push(
         self, conn: Conn, request: ClaimRequest, params: dict[str, Any]
@@ -272,17 +314,25 @@ class PgHot:
         return claimed
 
     async def _limited_queues(self) -> tuple[tuple[str, str], ...]:
-        """The (tenant, queue) pairs with a limit, cached for :data:`LIMITED_CACHE_SECONDS`."""
+        """The (tenant, queue) pairs with a limit, cached for :data:`LIMITED_CACHE_SECONDS`
+        (with the tenants that have a ``max_concurrency`` quota)."""
         if time.monotonic() - self._limited_at > LIMITED_CACHE_SECONDS:
             async with self._connection() as conn:
                 found = await conn.fetch(Q["queue_limited_all"].text)
+                tenants = await conn.fetch(Q["tenant_limited_all"].text)
             self._limited = tuple((r["tenant_id"], r["name"]) for r in found)
             self._limited_set = frozenset(self._limited)
+            self._limited_tenants = {r["id"]: r["max_concurrency"] for r in tenants}
             self._limited_at = time.monotonic()
         return self._limited
 
     async def _claim_limited(
-        self, request: ClaimRequest, params: dict[str, Any], room: int
+        self,
+        conn: Conn | None,
+        request: ClaimRequest,
+        params: dict[str, Any],
+        room: int,
+        claimed: list[Lease],
     ) -> list[Lease]:
         """Claim from limited queues, one short transaction each: ``SELECT ... FOR UPDATE`` of
         the queue's row (serializing that queue's claimers on every node), then a claim whose
@@ -301,30 +351,32 @@ class PgHot:
         kind = rules.claim_targets(request)
         # Lock only queues that have something to claim: one cheap read first.
         tenants, queues = [t for t, _ in wanted], [n for _, n in wanted]
-        async with self._connection() as conn:
-            found = await conn.fetch(
-                *bind(_PROBE[kind], tenant_ids=tenants, queues=queues, **params)
-            )
+        async with self._on(conn) as c:
+            found = await c.fetch(*bind(_PROBE[kind], tenant_ids=tenants, queues=queues, **params))
         ready = [(r["tenant_id"], r["name"]) for r in found]
         random.shuffle(ready)
         leases: list[Lease] = []
+        by_tenant = Counter(lease.task.tenant_id for lease in claimed)
         for tenant, queue in ready:
             if room <= 0:
                 break
+            want = rules.tenant_take(request, tenant, room, by_tenant)
+            if want <= 0:
+                continue
             one = {**params, "tenant_id": tenant, "queue": queue}
-            async with self._transaction() as conn:
-                limits = await conn.fetchrow(*bind("queue_lock", **one))
+            async with self._within(conn) as tx:
+                limits = await tx.fetchrow(*bind("queue_lock", **one))
                 if limits is None:  # resumed, unlimited or paused since the cache was filled
                     continue
                 rate = limits["rate_limit_per_second"]
                 take, tokens = rules.limited_room(
-                    room, limits["tokens"], limits["elapsed"] or 0.0, rate, limits["burst"]
+                    want, limits["tokens"], limits["elapsed"] or 0.0, rate, limits["burst"]
                 )
                 got: list[asyncpg.Record] = []
                 if take > 0:
                     per_key = limits["max_concurrency_per_key"]
                     statement = "task_claim_keyed" if per_key is not None else _LIMITED[kind]
-                    got = await conn.fetch(
+                    got = await tx.fetch(
                         *bind(
                             statement,
                             **{**one, "limit": take},
@@ -334,10 +386,11 @@ class PgHot:
                     )
                 if tokens is not None:
                     left = tokens - len(got)
-                    await conn.execute(*bind("queue_tokens_put", tokens=left, **one))
+                    await tx.execute(*bind("queue_tokens_put", tokens=left, **one))
                     if left < 1:
                         self._refill_after(rules.next_token_in(left, rate))
             leases.extend(sorted((rows.lease(r, D) for r in got), key=rules.claim_order))
+            by_tenant[tenant] += len(got)
             room -= len(got)
         return leases
 
@@ -443,15 +496,16 @@ class PgHot:
     async def _freed(self, queues: Iterable[tuple[str, str]]) -> None:
         """Tasks of these (tenant, queue)s stopped running: when one is limited, its next task
         may start now, so claimers on every node are woken (SPEC §7: a limited queue flows)."""
-        if not self._limited_set and time.monotonic() - self._limited_at <= LIMITED_CACHE_SECONDS:
+        fresh = time.monotonic() - self._limited_at <= LIMITED_CACHE_SECONDS
+        if fresh and not self._limited_set and not self._limited_tenants:
             return
         try:
             await self._limited_queues()
         except Exception as exc:  # advice only: claimers poll anyway
             log.debug("could not read the limited queues: %s", exc)
             return
-        limited = self._limited_set
-        if limited and any(q in limited for q in queues):
+        limited, quota = self._limited_set, self._limited_tenants
+        if any(q in limited or q[0] in quota for q in queues):
             self.ready_signal.notify()
 
 

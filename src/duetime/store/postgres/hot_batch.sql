@@ -172,6 +172,25 @@ WITH picked AS (
 )
 -- include: claim_lease
 
+-- name: tenant_limited_all
+-- Tenants with a max_concurrency quota (their claims lock their row, see tenant_lock); cached
+-- with the limited queues.
+SELECT id, max_concurrency FROM tenants WHERE max_concurrency IS NOT NULL;
+
+-- name: tenant_lock
+-- Serializes the claims of tenants with a max_concurrency quota, across nodes, in id order
+-- (against deadlocks; always before any queue_lock). Held until the claim commits, so the next
+-- claimer's count (tenant_running, a later statement) includes ours.
+SELECT id, max_concurrency FROM tenants
+WHERE id = ANY(:tenant_ids::text[]) AND max_concurrency IS NOT NULL
+ORDER BY id
+FOR NO KEY UPDATE;
+
+-- name: tenant_running
+SELECT tenant_id, count(*)::int AS n FROM tasks
+WHERE tenant_id = ANY(:tenant_ids::text[]) AND status = 'running'
+GROUP BY tenant_id;
+
 -- name: queue_limited_all
 -- Every queue whose claims go through the locked path (see queue_lock); cached by each store.
 SELECT tenant_id, name FROM queues WHERE limited AND NOT paused;

@@ -162,6 +162,8 @@ def task_claim(
     kind = rules.claim_kind(request)
     if kind is None:
         return []
+    rooms = conn.execute(Q["tenant_rooms"], {"tenant_id": request.tenant_id}).fetchall()
+    request = rules.with_tenant_rooms(request, dict(rooms))
     params: dict[str, Any] = {
         "now": now,
         "lease_us": None if request.lease_seconds is None else _micros(request.lease_seconds),
@@ -196,7 +198,9 @@ def task_claim(
                 break
         leases.sort(key=rules.claim_order)
     else:
-        leases = _claimed(conn.execute(Q[_CLAIM[kind]], params))
+        if request.tenant_id is not None:
+            params["limit"] = rules.tenant_take(request, request.tenant_id, request.limit, {})
+        leases = _claimed(conn.execute(Q[_CLAIM[kind]], params)) if params["limit"] else []
     room = request.limit - len(leases)
     if room <= 0:
         return leases
@@ -206,11 +210,12 @@ def task_claim(
         limited = _dicts(conn.execute(Q["queue_limited_ready_push"], params))
     random.shuffle(limited)  # no tenant's limited queue always goes first
     worker_only = rules.claim_targets(request) == "worker"
+    by_tenant = Counter(lease.task.tenant_id for lease in leases)
     for q in limited:
         if room <= 0:
             break
         one = {"tenant_id": q["tenant_id"], "queue": q["name"]}
-        take = room
+        take = rules.tenant_take(request, q["tenant_id"], room, by_tenant)
         if q["max_concurrency"] is not None:
             running = conn.execute(Q["queue_running"], one).fetchone()[0]
             take = min(take, q["max_concurrency"] - running)
@@ -231,6 +236,7 @@ def task_claim(
             if left < 1 and refill is not None:
                 refill.append(rules.next_token_in(left, rate))
         leases.extend(claimed)
+        by_tenant[q["tenant_id"]] += len(claimed)
         room -= len(claimed)
     return leases
 

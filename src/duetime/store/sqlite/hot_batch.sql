@@ -133,6 +133,13 @@ RETURNING *, rowid AS claim_rowid;
 
 -- Limited queues a claim may take from. The claim statements above skip them; the caller claims
 -- from each within its room, in the same write transaction.
+-- Tenants with a max_concurrency quota, and their room: the quota less their running tasks.
+-- name: tenant_rooms
+SELECT t.id, t.max_concurrency - (
+    SELECT count(*) FROM tasks WHERE tenant_id = t.id AND status = 'running') AS room
+FROM tenants AS t
+WHERE t.max_concurrency IS NOT NULL AND (:tenant_id IS NULL OR t.id = :tenant_id);
+
 -- name: queue_limited
 SELECT tenant_id, name, max_concurrency, rate_limit_per_second, burst, max_concurrency_per_key,
        tokens, tokens_at
@@ -254,7 +261,9 @@ WHERE tasks.id = c.id AND tasks.status = 'running' AND tasks.lease_id = c.lease_
   AND (NOT c.expiry OR tasks.lease_expires_at <= :now)
 RETURNING tasks.id, tasks.status, tasks.attempts, tasks.has_dependents,
     EXISTS (SELECT 1 FROM queues AS q
-            WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND q.limited) AS freed;
+            WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND q.limited)
+    OR EXISTS (SELECT 1 FROM tenants AS tn
+               WHERE tn.id = tasks.tenant_id AND tn.max_concurrency IS NOT NULL) AS freed;
 
 -- name: attempt_insert
 INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error, http_status,
