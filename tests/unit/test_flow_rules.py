@@ -75,11 +75,11 @@ def test_the_bucket_refills_at_its_rate_up_to_its_burst() -> None:
 
 
 def test_dispatcher_slots_by_weight_with_a_reserve_for_newcomers() -> None:
-    assert tenant_slots(512, {"a": 1}) == {"a": 448}
-    assert tenant_slots(512, {"a": 1, "b": 1}) == {"a": 256, "b": 256}
-    assert tenant_slots(512, {"a": 1, "b": 3}) == {"a": 128, "b": 384}
-    assert tenant_slots(4, {str(i): 1 for i in range(10)}) == {str(i): 1 for i in range(10)}
-    assert tenant_slots(1, {"a": 1}) == {"a": 1}
+    assert tenant_slots(512, {"a": 1}, 128) == {"a": 384}
+    assert tenant_slots(512, {"a": 1, "b": 1}, 128) == {"a": 256, "b": 256}
+    assert tenant_slots(512, {"a": 1, "b": 3}, 128) == {"a": 128, "b": 384}
+    assert tenant_slots(4, {str(i): 1 for i in range(10)}, 1) == {str(i): 1 for i in range(10)}
+    assert tenant_slots(1, {"a": 1}, 1) == {"a": 1}
 
 
 def test_caps_bound_a_tenants_part_in_every_round() -> None:

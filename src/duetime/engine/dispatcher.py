@@ -59,10 +59,11 @@ class Dispatcher(Service):
     (deliveries in flight, or some within :data:`ACTIVE_SECONDS`) holds at most its weighted
     share of ``concurrency`` (:func:`tenant_slots`); each claim tells the store how many more
     each tenant may take (``tenant_room``, and ``other_tenant_room`` for a tenant arriving), and
-    the store gives the rest to others. A tenant alone may hold all but a reserve of
-    ``concurrency/8``, which a tenant arriving with due work can take at once (with only one
-    tenant in the store, nothing is kept back). Claims themselves
-    are shared by weight across tenants with ready work (the store's push claim).
+    the store gives the rest to others. A tenant alone may hold all but a reserve of slots, which
+    a tenant arriving with due work can take at once (with only one tenant in the store,
+    nothing is kept back). The reserve is the low-water mark a saturated dispatcher waits for
+    before it claims again: a smaller one would never be claimed while the rest hangs. Claims
+    themselves are shared by weight across tenants with ready work (the store's push claim).
 
     With ``circuits`` (:mod:`duetime.delivery.circuit`), a webhook whose (tenant, origin) circuit
     is open is not delivered: its task is handed back without spending the attempt
@@ -227,10 +228,12 @@ class Dispatcher(Service):
         for tenant in [t for t, at in self._seen.items() if now - at > ACTIVE_SECONDS]:
             del self._seen[tenant]
         active = {t: weights.get(t, 1) for t in self._seen}
-        newcomer = tenant_slots(self._concurrency, {**active, NEWCOMER: 1})[NEWCOMER]
+        newcomer = tenant_slots(self._concurrency, {**active, NEWCOMER: 1}, self._low_water)[
+            NEWCOMER
+        ]
         rooms = {
             t: max(0, n - self._by_tenant.get(t, 0))
-            for t, n in tenant_slots(self._concurrency, active).items()
+            for t, n in tenant_slots(self._concurrency, active, self._low_water).items()
         }
         return rooms, newcomer
 
@@ -436,12 +439,12 @@ class Dispatcher(Service):
         await self._completer.close(grace)
 
 
-def tenant_slots(concurrency: int, weights: Mapping[str, int]) -> dict[str, int]:
+def tenant_slots(concurrency: int, weights: Mapping[str, int], reserve: int) -> dict[str, int]:
     """How many of ``concurrency`` delivery slots each active tenant may hold: its weighted
-    share (at least 1); a tenant alone may hold all but a reserve of ``concurrency/8`` kept for
-    tenants that arrive."""
+    share (at least 1); a tenant alone may hold all but ``reserve`` slots, kept for tenants
+    that arrive."""
     if len(weights) == 1:
         (tenant,) = weights
-        return {tenant: max(1, concurrency - max(1, concurrency // 8))}
+        return {tenant: max(1, concurrency - reserve)}
     total = sum(max(1, w) for w in weights.values())
     return {t: max(1, concurrency * max(1, w) // total) for t, w in weights.items()}

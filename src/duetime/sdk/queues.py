@@ -1,8 +1,10 @@
-"""Queue calls (SPEC §3 "Queues and pull workers"): read a queue's settings and live figures,
-change its settings (pause, resume, concurrency limit)."""
+"""Queue calls (SPEC §3 "Queues and pull workers", §7 "Flow control"): read a queue's settings
+and live figures, replace its settings (pause, concurrency, rate and per-key limits,
+retention)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +16,13 @@ __all__ = ["QueueCalls", "QueueInfo"]
 
 
 class QueueInfo(BaseModel):
-    """A queue's settings (defaults when never configured) and live figures."""
+    """A queue's settings (defaults when never configured) and live figures.
+
+    ``tokens`` is the rate limit's bucket now (None without a rate limit); ``held_by`` names
+    what keeps ready tasks waiting now (``paused``, ``max_concurrency``,
+    ``rate_limit_per_second``, ``max_concurrency_per_key``; empty when nothing does).
+    ``retention`` holds the queue's own retention periods (``{"failed": "P90D"}``; None from a
+    server that does not send them). Fields a server does not send keep these defaults."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -29,6 +37,9 @@ class QueueInfo(BaseModel):
     counts: dict[str, int] = {}
     running: int = 0
     oldest_due_lag_seconds: float | None = None
+    tokens: float | None = None
+    held_by: tuple[str, ...] = ()
+    retention: dict[str, str] | None = None
 
 
 class _QueueList(BaseModel):
@@ -45,15 +56,41 @@ class QueueCalls(_Api):
         return list(_QueueList.model_validate(await self._request("GET", "/v1/queues")).items)
 
     async def get_queue(self, name: str) -> QueueInfo:
-        """One queue's settings and live figures (an unknown queue reads as unconfigured)."""
+        """One queue's settings and live figures; raises ``NotFound`` when no task names it and
+        it was never configured."""
         path = f"/v1/queues/{_segment(name)}"
         return QueueInfo.model_validate(await self._request("GET", path))
 
     async def put_queue(
-        self, name: str, *, paused: bool = False, max_concurrency: int | None = None
+        self,
+        name: str,
+        *,
+        paused: bool = False,
+        max_concurrency: int | None = None,
+        rate_limit_per_second: float | None = None,
+        burst: int | None = None,
+        max_concurrency_per_key: int | None = None,
+        retention: Mapping[str, str] | None = None,
     ) -> QueueInfo:
-        """Replace the queue's settings: ``paused`` stops every claim from it (webhook dispatch
-        and leases); ``max_concurrency`` caps its running tasks (None = no cap)."""
+        """Replace the queue's settings as a whole: an argument left out takes its default, so
+        to change one setting pass the others as :meth:`get_queue` read them.
+
+        ``paused`` stops every claim from it (webhook dispatch and leases);
+        ``max_concurrency`` caps its running tasks; ``rate_limit_per_second`` bounds starts per
+        second as a token bucket of ``burst`` tokens (default one second's worth; ``burst``
+        needs a rate); ``max_concurrency_per_key`` caps running tasks per ``concurrency_key``
+        (1: one at a time); ``retention`` sets how long its finished tasks stay, per final
+        status (``{"failed": "P30D"}``). None means no limit (server defaults for retention).
+        Raises ``ApiValidationError`` naming the field for a value out of bounds."""
         body: dict[str, Any] = {"paused": paused, "max_concurrency": max_concurrency}
+        # Left out when None, which the server reads the same, so a server older than a
+        # setting still accepts a call that does not use it.
+        optional = {
+            "rate_limit_per_second": rate_limit_per_second,
+            "burst": burst,
+            "max_concurrency_per_key": max_concurrency_per_key,
+            "retention": None if retention is None else dict(retention),
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
         path = f"/v1/queues/{_segment(name)}"
         return QueueInfo.model_validate(await self._request("PUT", path, body=body))

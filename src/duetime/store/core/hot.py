@@ -8,6 +8,7 @@ Create, claim and complete keep a per-backend strategy (``store/sqlite/hot.py``,
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import heapq
 import math
@@ -285,6 +286,28 @@ def tenant_take(request: ClaimRequest, tenant_id: str, want: int, taken: Mapping
     """How many of ``want`` a claim may still take from ``tenant_id`` after ``taken``."""
     room = request.room_of(tenant_id)
     return want if room is None else max(0, min(want, room - taken.get(tenant_id, 0)))
+
+
+class RefillTimer:
+    """Wakes a store's claimers when a rate-limited queue's empty bucket has a token again: one
+    timer per store, always for the soonest such moment (each node sets its own)."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._handle: asyncio.TimerHandle | None = None
+
+    def after(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        at = loop.time() + seconds
+        if self._handle is not None:
+            if self._handle.when() <= at:
+                return
+            self._handle.cancel()
+        self._handle = loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._wake()
 
 
 def bucket_capacity(rate: float, burst: int | None) -> float:

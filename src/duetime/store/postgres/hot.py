@@ -10,7 +10,7 @@ retry the batch on a deadlock.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 import math
 import random
@@ -80,7 +80,6 @@ class PgHot:
     _limited: tuple[tuple[str, str], ...] = ()
     _limited_set: frozenset[tuple[str, str]] = frozenset()
     _limited_tenants: Mapping[str, int] = MappingProxyType({})
-    _refill_at: asyncio.TimerHandle | None = None
 
     def _pinned(self) -> datetime | None:
         raise NotImplementedError
@@ -388,26 +387,17 @@ class PgHot:
                     left = tokens - len(got)
                     await tx.execute(*bind("queue_tokens_put", tokens=left, **one))
                     if left < 1:
-                        self._refill_after(rules.next_token_in(left, rate))
+                        self._refill.after(rules.next_token_in(left, rate))
             leases.extend(sorted((rows.lease(r, D) for r in got), key=rules.claim_order))
             by_tenant[tenant] += len(got)
             room -= len(got)
         return leases
 
-    def _refill_after(self, seconds: float) -> None:
-        """Wake this node's claimers when an empty bucket has a token again (other nodes that
+    @functools.cached_property
+    def _refill(self) -> rules.RefillTimer:
+        """Wakes this node's claimers when an empty bucket has a token again (other nodes that
         found it empty set their own)."""
-        loop = asyncio.get_running_loop()
-        at = loop.time() + seconds
-        if self._refill_at is not None and self._refill_at.when() <= at:
-            return
-        if self._refill_at is not None:
-            self._refill_at.cancel()
-        self._refill_at = loop.call_at(at, self._refilled)
-
-    def _refilled(self) -> None:
-        self._refill_at = None
-        self.ready_signal.wake()
+        return rules.RefillTimer(self.ready_signal.wake)
 
     # -- complete ---------------------------------------------------------------------------
 

@@ -85,6 +85,12 @@ UPDATE tasks t SET
 WHERE t.id = ANY(ARRAY(SELECT id FROM picked)) AND t.status = 'ready'
 RETURNING t.*;
 
+-- fragment: claimable_queue
+-- Claims skip tasks of paused and limited queues (limited ones: the locked path below).
+AND NOT EXISTS (
+    SELECT 1 FROM queues q
+    WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND (q.paused OR q.limited))
+
 -- name: ready_push_tenants
 -- The tenants with ready push tasks, and their weights: a skip scan of tasks_ready_push_idx's
 -- first column (one index probe per tenant, however long each one's backlog, when the claim names no
@@ -123,10 +129,7 @@ WITH picked AS (
           AND target_type = ANY(:types::text[])
           AND (:queue::text IS NULL OR queue = :queue)
           AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
-          AND NOT EXISTS (  -- paused or limited queues (limited ones: the locked path below)
-              SELECT 1 FROM queues q
-              WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-                AND (q.paused OR q.limited))
+          -- include: claimable_queue
         ORDER BY priority DESC, due_at
         LIMIT s.n
         FOR UPDATE SKIP LOCKED
@@ -142,10 +145,7 @@ WITH picked AS (
       AND queue = :queue
       AND 'worker' = ANY(:types::text[])
       AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
-      AND NOT EXISTS (  -- paused or limited queues (limited ones: the locked path below)
-          SELECT 1 FROM queues q
-          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.limited))
+      -- include: claimable_queue
     ORDER BY priority DESC, due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -162,10 +162,7 @@ WITH picked AS (
       AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
       AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id)
       AND tenant_id <> ALL(:exclude::text[])
-      AND NOT EXISTS (  -- paused or limited queues (limited ones: the locked path below)
-          SELECT 1 FROM queues q
-          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.limited))
+      -- include: claimable_queue
     ORDER BY priority DESC, due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED

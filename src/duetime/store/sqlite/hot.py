@@ -8,7 +8,7 @@ They stay functions on the connection, not plans: ``executemany`` and the claim'
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import operator
 import random
 import re
@@ -339,7 +339,6 @@ class SqliteHot:
     provides ``_write``: one write transaction on its database thread, and ``_fire``)."""
 
     ready_signal: LocalSignal
-    _refill_at: asyncio.TimerHandle | None = None
 
     async def _write(
         self, body: Callable[[sqlite3.Connection, int], T], *, integrity_retries: int = 0
@@ -366,22 +365,14 @@ class SqliteHot:
         refill: list[float] = []
         leases = await self._write(lambda conn, now: task_claim(conn, now, request, refill))
         if refill:
-            self._refill_after(min(refill))
+            self._refill.after(min(refill))
         return leases
 
-    def _refill_after(self, seconds: float) -> None:
-        """Wake claimers when an empty bucket has a token again."""
-        loop = asyncio.get_running_loop()
-        at = loop.time() + seconds
-        if self._refill_at is not None and self._refill_at.when() <= at:
-            return
-        if self._refill_at is not None:
-            self._refill_at.cancel()
-        self._refill_at = loop.call_at(at, self._refilled)
-
-    def _refilled(self) -> None:
-        self._refill_at = None
-        self.ready_signal.notify()
+    @functools.cached_property
+    def _refill(self) -> rules.RefillTimer:
+        """Wakes this node's claimers when an empty bucket has a token again (other nodes that
+        found it empty set their own)."""
+        return rules.RefillTimer(self.ready_signal.notify)
 
     async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
         if not completions:

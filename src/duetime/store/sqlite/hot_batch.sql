@@ -43,6 +43,12 @@ UPDATE tasks SET
     started_at = :now, finished_at = NULL, updated_at = :now, worker_id = :worker_id
 WHERE rowid IN
 
+-- fragment: claimable_queue
+-- Claims skip tasks of paused and limited queues (limited ones: queue by queue, below).
+AND NOT EXISTS (
+    SELECT 1 FROM queues AS q
+    WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND (q.paused OR q.limited))
+
 -- The tenants with ready push tasks, and their weights: a skip scan of tasks_ready_push's first
 -- column (one index probe per tenant, however long each one's backlog, when the claim names no
 -- queue or names), for the shares of
@@ -75,10 +81,7 @@ WHERE a.tenant_id IS NOT NULL
       AND target_type IN (SELECT value FROM json_each(:types))
       AND (:queue IS NULL OR queue = :queue)
       AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
-      AND NOT EXISTS (  -- paused or limited queues (limited ones: queue by queue, below)
-          SELECT 1 FROM queues AS q
-          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.limited))
+      -- include: claimable_queue
     ORDER BY priority DESC, due_at
     LIMIT :limit)
 RETURNING *, rowid AS claim_rowid;
@@ -90,10 +93,7 @@ RETURNING *, rowid AS claim_rowid;
     WHERE status = 'ready' AND target_type = 'worker'
       AND tenant_id = :tenant_id AND queue = :queue
       AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
-      AND NOT EXISTS (  -- paused or limited queues (limited ones: queue by queue, below)
-          SELECT 1 FROM queues AS q
-          WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-            AND (q.paused OR q.limited))
+      -- include: claimable_queue
     ORDER BY priority DESC, due_at
     LIMIT :limit)
 RETURNING *, rowid AS claim_rowid;
@@ -110,10 +110,7 @@ RETURNING *, rowid AS claim_rowid;
           AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
           AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
           AND tenant_id NOT IN (SELECT value FROM json_each(:exclude))
-          AND NOT EXISTS (  -- paused or limited queues
-              SELECT 1 FROM queues AS q
-              WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-                AND (q.paused OR q.limited))
+          -- include: claimable_queue
         UNION ALL
         SELECT rowid AS rid, priority, due_at FROM tasks
         WHERE status = 'ready' AND target_type = 'worker'
@@ -122,10 +119,7 @@ RETURNING *, rowid AS claim_rowid;
           AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
           AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
           AND tenant_id NOT IN (SELECT value FROM json_each(:exclude))
-          AND NOT EXISTS (  -- paused or limited queues
-              SELECT 1 FROM queues AS q
-              WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-                AND (q.paused OR q.limited))
+          -- include: claimable_queue
     )
     ORDER BY priority DESC, due_at, rid
     LIMIT :limit)
