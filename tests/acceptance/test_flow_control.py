@@ -217,11 +217,11 @@ def test_a_tenant_with_a_hanging_target_does_not_hold_up_another(cluster: Cluste
 
 
 def _quiet_tenant_keeps_flowing(cluster: Cluster, quiet: dict[str, str], slots: int) -> None:
-    # A tenant alone may hold all but an eighth of a node's slots: the reserve another tenant's
-    # work takes at once (engine/dispatcher.py, tenant_slots). Wait until the noisy tenant holds
-    # that much (or stops growing), so the quiet one arrives at nodes with no free slot beyond
-    # the reserve.
-    share = slots - 2 * max(1, SLOTS_PER_NODE // 8)
+    # A tenant alone may hold all but a reserve of a node's slots, which another tenant's work
+    # takes at once: the dispatcher's low-water mark, a quarter of its slots
+    # (engine/dispatcher.py, tenant_slots). Wait until the noisy tenant holds that much (or
+    # stops growing), so the quiet one arrives at nodes with no free slot beyond the reserve.
+    share = slots - 2 * max(1, SLOTS_PER_NODE // 4)
     alone = _settled_in_flight(cluster.hanging.url, share)
 
     made: dict[str, float] = {}
