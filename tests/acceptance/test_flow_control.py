@@ -12,12 +12,14 @@ is far slower than the bounds below. Each test has its own tenant and queues on 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -62,10 +64,10 @@ class Cluster:
         return bearer(new_tenant(self.nodes[0].url, f"t-{uuid.uuid4().hex[:8]}"))
 
 
-@pytest.fixture(scope="module")
-def cluster(pg_template: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Two nodes on one fresh PostgreSQL database, and two receivers, for the whole module."""
-    workdir = tmp_path_factory.mktemp("flow")
+@contextlib.contextmanager
+def _cluster(pg_template: str, workdir: Path) -> Iterator[Cluster]:
+    """Two nodes on one fresh PostgreSQL database (from the migrated template), and two
+    receivers."""
     name = f"duetime_t_flow_{uuid.uuid4().hex[:8]}"
     sql_value(PG_ADMIN_URL, f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
     db = f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
@@ -84,6 +86,13 @@ def cluster(pg_template: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         for proc in started:
             proc.stop(5)
         sql_value(PG_ADMIN_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def cluster(pg_template: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The module's cluster: each test has its own tenant and queues on it."""
+    with _cluster(pg_template, tmp_path_factory.mktemp("flow")) as made:
+        yield made
 
 
 def _nodes_that_delivered(cluster: Cluster, ids: list[str], headers: dict[str, str]) -> set[str]:
@@ -201,22 +210,38 @@ def test_rate_limit_is_one_bucket_for_both_nodes(cluster: Cluster) -> None:
 
 def test_a_tenant_with_a_hanging_target_does_not_hold_up_another(cluster: Cluster) -> None:
     noisy, quiet = cluster.tenant(), cluster.tenant()
+    _noisy_and_quiet(cluster, noisy, quiet, hang_seconds=30)
+
+
+def test_nor_right_after_the_nodes_start(pg_template: str, tmp_path: Path) -> None:
+    """Tenants made and a flood of hanging tasks sent in the first seconds of two fresh nodes
+    (as after a restart): the other tenant's work still flows."""
+    with _cluster(pg_template, tmp_path) as fresh:
+        noisy, quiet = fresh.tenant(), fresh.tenant()
+        _noisy_and_quiet(fresh, noisy, quiet, hang_seconds=15)
+
+
+def _noisy_and_quiet(
+    cluster: Cluster, noisy: dict[str, str], quiet: dict[str, str], hang_seconds: float
+) -> None:
     first = cluster.nodes[0]
     slots = 2 * SLOTS_PER_NODE
     hang = {
         "target": {"type": "http", "url": f"{cluster.hanging.url}/hang"},
         "queue": "noisy",
-        "timeout_seconds": 30,
+        "timeout_seconds": hang_seconds,
     }
     asyncio.run(create_tasks(first.url, [hang] * (10 * slots), noisy))
     try:
-        _quiet_tenant_keeps_flowing(cluster, quiet, slots)
+        _quiet_tenant_keeps_flowing(cluster, quiet, slots, hang_seconds)
     finally:
         cancel = {"queue": "noisy", "max_tasks": 10_000, "rate_per_second": 100_000}
         httpx.post(f"{first.url}/v1/tasks/cancel", json=cancel, headers=noisy, timeout=60)
 
 
-def _quiet_tenant_keeps_flowing(cluster: Cluster, quiet: dict[str, str], slots: int) -> None:
+def _quiet_tenant_keeps_flowing(
+    cluster: Cluster, quiet: dict[str, str], slots: int, hang_seconds: float
+) -> None:
     # A tenant alone may hold all but a reserve of a node's slots, which another tenant's work
     # takes at once: the dispatcher's low-water mark, a quarter of its slots
     # (engine/dispatcher.py, tenant_slots). Wait until the noisy tenant holds that much (or
@@ -236,8 +261,10 @@ def _quiet_tenant_keeps_flowing(cluster: Cluster, quiet: dict[str, str], slots: 
         noisy_in_flight.append(_in_flight(cluster.hanging.url))
         time.sleep(0.5)
     # Were the noisy tenant holding every slot, the quiet one would wait for its deliveries to
-    # time out (30 s): the wait outlasts that, so such a failure reports the lag.
-    wait_queue_done(cluster.nodes[1].url, "default", len(made), timeout=45, headers=quiet)
+    # time out: the wait outlasts that, so such a failure reports the lag.
+    wait_queue_done(
+        cluster.nodes[1].url, "default", len(made), timeout=hang_seconds + 15, headers=quiet
+    )
 
     arrived = {
         k: float(r["at"])
