@@ -110,25 +110,25 @@ class _Protocol(RequestProtocol):
         state.max_inflight = max(state.max_inflight, state.inflight)
         h = self.headers
         at = time.time()
+        waits = self.url.startswith((b"/hang", b"/delay/"))
         record: list[object] = [
             h.get(b"duetime-task-id", b"").decode(),
             int(h.get(b"duetime-attempt", b"0")),
             h.get(b"webhook-id", b"").decode(),
             at,
             h.get(b"duetime-scheduled-for", b"").decode(),
-            None,
+            None if waits else at,
             self.url.decode(errors="replace"),
         ]
         state.records.append(record)
-        if self.url.startswith(b"/hang"):
+        if waits:
             self.waiting.append(record)
-        elif self.url.startswith(b"/delay/"):
-            self.waiting.append(record)
-            millis = self.url[7:].split(b"?")[0]
-            delay = int(millis) / 1000 if millis.isdigit() else 0.0
-            asyncio.get_running_loop().call_later(delay, self._answer_later, record)
+            if self.url.startswith(b"/delay/"):
+                millis = self.url[7:].split(b"?")[0]
+                delay = int(millis) / 1000 if millis.isdigit() else 0.0
+                asyncio.get_running_loop().call_later(delay, self._answer_later, record)
         else:
-            state.answered(record, at)
+            state.inflight -= 1  # answered at once
             if state.fail_every and state.requests % state.fail_every == 0:
                 self._reply(b"500 Internal Server Error", b"")
             else:
