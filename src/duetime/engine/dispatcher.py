@@ -60,9 +60,10 @@ class Dispatcher(Service):
     share of ``concurrency`` (:func:`tenant_slots`); each claim tells the store how many more
     each tenant may take (``tenant_room``, and ``other_tenant_room`` for a tenant arriving), and
     the store gives the rest to others. A tenant alone may hold all but a reserve of slots, which
-    a tenant arriving with due work can take at once (with only one tenant in the store,
-    nothing is kept back). The reserve is the low-water mark a saturated dispatcher waits for
-    before it claims again: a smaller one would never be claimed while the rest hangs. Claims
+    a tenant arriving with due work can take at once — also a tenant created after the first
+    one's deliveries filled the node, which is why the reserve is kept even while the store has
+    one tenant. The reserve is the low-water mark a saturated dispatcher waits for before it
+    claims again: a smaller one would never be claimed while the rest hangs. Claims
     themselves are shared by weight across tenants with ready work (the store's push claim).
 
     With ``circuits`` (:mod:`duetime.delivery.circuit`), a webhook whose (tenant, origin) circuit
@@ -216,13 +217,11 @@ class Dispatcher(Service):
             job.add_done_callback(functools.partial(self._done, task.id, task.tenant_id))
         return len(leases)
 
-    async def _rooms(self) -> tuple[dict[str, int], int | None]:
+    async def _rooms(self) -> tuple[dict[str, int], int]:
         """How many more deliveries each active tenant may start here, and a tenant arriving
-        (see the class). With one tenant in the store, nothing is kept back."""
+        (see the class)."""
         now = self._clock.monotonic()
         weights = await self._weights(now)
-        if len(weights) <= 1:
-            return {}, None
         for tenant in self._by_tenant:
             self._seen[tenant] = now
         for tenant in [t for t, at in self._seen.items() if now - at > ACTIVE_SECONDS]:

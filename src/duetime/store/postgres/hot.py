@@ -367,9 +367,10 @@ class PgHot:
                 limits = await tx.fetchrow(*bind("queue_lock", **one))
                 if limits is None:  # resumed, unlimited or paused since the cache was filled
                     continue
-                rate = limits["rate_limit_per_second"]
+                rate, at, since = limits["rate_limit_per_second"], limits["at"], limits["tokens_at"]
+                elapsed = 0.0 if since is None else (at - since).total_seconds()
                 take, tokens = rules.limited_room(
-                    want, limits["tokens"], limits["elapsed"] or 0.0, rate, limits["burst"]
+                    want, limits["tokens"], elapsed, rate, limits["burst"]
                 )
                 got: list[asyncpg.Record] = []
                 if take > 0:
@@ -385,7 +386,7 @@ class PgHot:
                     )
                 if tokens is not None:
                     left = tokens - len(got)
-                    await tx.execute(*bind("queue_tokens_put", tokens=left, **one))
+                    await tx.execute(*bind("queue_tokens_put", tokens=left, at=at, **one))
                     if left < 1:
                         self._refill.after(rules.next_token_in(left, rate))
             leases.extend(sorted((rows.lease(r, D) for r in got), key=rules.claim_order))

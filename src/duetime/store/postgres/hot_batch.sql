@@ -253,15 +253,18 @@ CROSS JOIN LATERAL (
 -- Serializes the claims of one limited queue: held until the claim's transaction commits, so the
 -- next claimer's count of running tasks (a later statement, a fresh snapshot) includes ours, and
 -- it reads the bucket we left.
-SELECT max_concurrency, rate_limit_per_second, burst, max_concurrency_per_key, tokens,
-       extract(epoch FROM coalesce(:now::timestamptz, now()) - tokens_at)::float8 AS elapsed
+-- "at" is the clock, not now(): now() is when the transaction began, possibly before a wait
+-- for this lock behind a later claimer; the bucket's time must never go back (queue_tokens_put).
+SELECT max_concurrency, rate_limit_per_second, burst, max_concurrency_per_key, tokens, tokens_at,
+       coalesce(:now::timestamptz, clock_timestamp()) AS at
 FROM queues
 WHERE tenant_id = :tenant_id AND name = :queue AND limited AND NOT paused
 FOR UPDATE;
 
 -- name: queue_tokens_put
 -- What a claim left in the queue's bucket (run in queue_lock's transaction).
-UPDATE queues SET tokens = :tokens::float8, tokens_at = coalesce(:now::timestamptz, now())
+UPDATE queues SET tokens = :tokens::float8,
+    tokens_at = greatest(coalesce(tokens_at, :at::timestamptz), :at::timestamptz)
 WHERE tenant_id = :tenant_id AND name = :queue;
 
 -- fragment: limited_room

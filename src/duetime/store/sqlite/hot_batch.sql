@@ -162,7 +162,8 @@ WHERE tasks.status = 'ready' AND tasks.target_type <> 'worker'
 ORDER BY q.tenant_id, q.name;
 
 -- name: queue_tokens_put
-UPDATE queues SET tokens = :tokens, tokens_at = :now
+-- The bucket's time never goes back (as on PostgreSQL).
+UPDATE queues SET tokens = :tokens, tokens_at = max(coalesce(tokens_at, :now), :now)
 WHERE tenant_id = :tenant_id AND name = :queue;
 
 -- name: queue_running
