@@ -218,7 +218,9 @@ class TaskFilter:
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One try at delivering a task."""
+    """One try at delivering a task. ``logs``: the text a worker attached when it completed or
+    failed the lease (at most 64 KiB); ``response``: the start of a webhook target's answer body
+    (at most 4 KiB), success or failure."""
 
     task_id: str
     number: int
@@ -229,6 +231,8 @@ class Attempt:
     http_status: int | None
     duration_ms: float
     worker: str | None
+    logs: str | None = None
+    response: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +292,8 @@ class Completion:
     ``retry_delay_seconds`` is ``None`` when the task must not be retried (success, a
     non-retryable failure, or no attempts left); otherwise the next attempt is due that many
     seconds after the store's now. ``started_at`` is when the attempt began; the store's now is
-    when it finished.
+    when it finished. ``logs`` (a worker's) and ``response`` (a webhook answer's start) are kept
+    on the attempt row only.
     """
 
     task_id: str
@@ -301,6 +306,8 @@ class Completion:
     http_status: int | None = None
     retry_delay_seconds: float | None = None
     worker: str | None = None
+    logs: str | None = None
+    response: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from duetime.types import (
 JAN = datetime(2030, 1, 10, tzinfo=UTC)
 MAR = datetime(2030, 3, 20, tzinfo=UTC)
 DAY = 86400.0
+LOGS = "step 1 ok\n\tstep 2: boom\n"
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ async def fail_tasks(store: Store, clock: FakeClock, tenant: str, n: int, name: 
             Completion(
                 task_id=lease.task.id, lease_id=lease.lease_id, outcome=AttemptOutcome.FAILED,
                 started_at=clock.now(), duration_ms=3.0, error="boom", http_status=500,
-                retry_delay_seconds=None, worker="w",
+                retry_delay_seconds=None, worker="w", logs=LOGS, response="upstream said no",
             )
             for lease in leases
         ]
@@ -123,6 +124,8 @@ async def test_export_spans_tiers_and_isolates_tenants(
     )  # fmt: skip
     found = await history_page(store, cold, week)
     assert len(found) == 3 and all(e.error == "boom" and e.http_status == 500 for e in found)
+    # Archived attempts keep the worker's logs and the answer's start.
+    assert all((e.logs, e.response) == (LOGS, "upstream said no") for e in found)
 
     # Tenant isolation in the cold tier: another tenant's filter sees none of a's records.
     assert await history_page(store, cold, HistoryFilter(tenant_id=b, task_id=jan_tasks[0])) == []
@@ -132,6 +135,7 @@ async def test_export_spans_tiers_and_isolates_tenants(
     assert await store.task_get(a, jan_tasks[0]) is None  # failed 69 days ago, 7-day retention
     attempts = await history_attempts(store, a, jan_tasks[0], cold)
     assert [(x.number, x.outcome, x.worker) for x in attempts] == [(1, AttemptOutcome.FAILED, "w")]
+    assert [(x.logs, x.response) for x in attempts] == [(LOGS, "upstream said no")]
 
 
 async def test_crash_in_the_middle_of_an_export(
@@ -244,3 +248,25 @@ async def test_retired_tasks_are_archived_before_they_leave(
     assert doc["status"] == "failed" and doc["name"] == "x" and doc["last_error"] == "boom"
     assert doc["finished_at"].startswith("2030-01-10")
     assert await asyncio.to_thread(cold.tasks_read, "someone-else") == {}
+
+
+async def test_files_written_before_logs_existed_read_them_as_null(tmp_path: Path) -> None:
+    """A month archived before ``logs`` and ``response`` were columns still answers: they are
+    null, every other column as written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cold = Archive(str(tmp_path / "archive"))
+    old = pa.schema([f for f in archive_mod.SCHEMA if f.name not in ("logs", "response")])
+    row = {name: None for name in old.names} | {
+        "at": JAN, "id": 7, "tenant_id": "t", "kind": "attempt", "task_id": "task-1",
+        "name": "report", "attempt": 1, "outcome": "failed", "error": "boom", "worker": "w",
+        "started_at": JAN,
+    }  # fmt: skip
+    path = Path(cold.file_path("t", month_of(JAN)))
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([row], schema=old), path)
+    (event,) = await cold.query(HistoryFilter(tenant_id="t", task_id="task-1"))
+    assert (event.error, event.worker, event.logs, event.response) == ("boom", "w", None, None)
+    (attempt,) = await cold.attempts("t", "task-1")
+    assert (attempt.number, attempt.error, attempt.logs) == (1, "boom", None)

@@ -230,17 +230,20 @@ async def test_result_is_truncated_to_4_kib(
     result = orjson.loads(outcome.result_json or "")
     assert isinstance(result, str)
     assert result == '"' + "x" * 4095  # the first 4096 bytes of the JSON text, as a string
+    assert outcome.response == '"' + "x" * 4095  # the attempt keeps the same 4 KiB as text
 
 
 async def test_non_json_and_empty_answers(receiver: Receiver, deliverer: WebhookDeliverer) -> None:
     text = await deliverer.deliver(delivery(receiver.url("/text")))
     assert text.result_json == '"hello, not json"'
+    assert text.response == "hello, not json"
     empty = await deliverer.deliver(delivery(receiver.url("/empty")))
     assert (empty.outcome, empty.http_status, empty.result_json) == (
         AttemptOutcome.SUCCEEDED,
         204,
         None,
     )
+    assert empty.response is None
 
 
 @pytest.mark.parametrize(
@@ -262,6 +265,7 @@ async def test_retryable_statuses_honour_retry_after(
     assert outcome.retry_after_seconds == expected_wait
     assert outcome.error == f"HTTP {code}: status {code} please retry"
     assert outcome.result_json is None
+    assert outcome.response == f"status {code}\nplease\tretry"  # the body as it came
 
 
 async def test_retry_after_as_http_date(receiver: Receiver, deliverer: WebhookDeliverer) -> None:
@@ -293,6 +297,7 @@ async def test_other_4xx_fail_at_once(
         code,
     )
     assert outcome.retry_after_seconds is None
+    assert outcome.response == f"status {code}\nplease\tretry"
 
 
 async def test_redirects_are_not_followed(receiver: Receiver, deliverer: WebhookDeliverer) -> None:
@@ -315,6 +320,7 @@ async def test_timeout_is_retryable_timed_out(
     assert time.monotonic() - started < 8
     assert (outcome.outcome, outcome.retryable) == (AttemptOutcome.TIMED_OUT, True)
     assert outcome.error == "timed out after 0.3s"
+    assert outcome.response is None  # no answer
     assert len(receiver.hits("/slow")) == 1
 
 

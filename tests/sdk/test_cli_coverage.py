@@ -111,3 +111,25 @@ def test_quota_target_and_release_commands(run: Any) -> None:
     released = run("lease", "release", lease["lease_id"], key=key)
     assert released["status"] == "ok" and released["task_status"] == "ready"
     run("admin", "tenant-delete", made["id"], key=ADMIN, code=4)  # a task is not ended
+
+
+def test_lease_complete_and_fail_take_logs(run: Any, tmp_path: Any) -> None:
+    key = run("admin", "tenant-create", "logs-co", key=ADMIN)["api_key"]
+    ids = [
+        run("task", "create", "--target", '{"type": "worker"}', "--max-attempts", "1", key=key)[
+            "id"
+        ]
+        for _ in range(2)
+    ]
+    leases = run("lease", "take", "--worker-id", "cli-w", "--max-tasks", "2", key=key)["items"]
+    by_task = {x["task"]["id"]: x["lease_id"] for x in leases}
+    done = run("lease", "complete", by_task[ids[0]], "--logs", "line 1\nline 2", key=key)
+    assert done["task_status"] == "succeeded"
+    traceback = tmp_path / "trace.txt"
+    traceback.write_text("Traceback:\n  boom\n")
+    failed = run(
+        "lease", "fail", by_task[ids[1]], "--error", "boom", "--logs", f"@{traceback}", key=key
+    )
+    assert failed["task_status"] == "failed"
+    logs = [run("task", "attempts", i, key=key)["items"][0]["logs"] for i in ids]
+    assert logs == ["line 1\nline 2", "Traceback:\n  boom\n"]

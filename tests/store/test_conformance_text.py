@@ -12,7 +12,7 @@ import pytest
 from duetime.clock import FakeClock
 from duetime.store import Store, store_from_url
 from duetime.testing.conformance_text import *  # noqa: F403
-from duetime.testing.conformance_text import HOSTILE, HOSTILE_RESULTS, record
+from duetime.testing.conformance_text import HOSTILE, HOSTILE_RESULTS, LONG_LOGS, record
 from duetime.types import AttemptOutcome
 
 
@@ -34,8 +34,10 @@ async def test_both_stores_record_hostile_text_identically(
 ) -> None:
     cases: list[dict[str, object]] = []
     for text in HOSTILE.values():
-        cases.append({"error": text, "worker": text})
+        cases.append({"error": text, "worker": text, "logs": text, "response": text})
         cases.append({"outcome": AttemptOutcome.TIMED_OUT, "error": text, "delay": 5.0})
+    for text in LONG_LOGS.values():
+        cases.append({"outcome": AttemptOutcome.SUCCEEDED, "logs": text})
     for text in HOSTILE_RESULTS.values():
         cases.append({"outcome": AttemptOutcome.SUCCEEDED, "result_json": text})
     for case in cases:

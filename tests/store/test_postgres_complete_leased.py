@@ -10,6 +10,7 @@ import uuid
 from duetime.clock import FakeClock
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.protocols import LeaseCompleter
+from duetime.store.recorded import LOGS_LIMIT_BYTES
 from duetime.types import AttemptOutcome, ClaimRequest, NewTask, TargetType, TaskStatus
 
 WORKER = {"type": "worker"}
@@ -87,5 +88,26 @@ async def test_text_that_is_not_json_is_recorded_as_a_string(pg_url: str, clock:
         assert ended == {lease.lease_id: (made.task.id, "default")}
         done = await store.task_get(acme, made.task.id)
         assert done is not None and done.result == "not json"
+    finally:
+        await store.close()
+
+
+async def test_logs_ride_the_fast_path_cleaned_and_cut(pg_url: str, clock: FakeClock) -> None:
+    store = PostgresStore(pg_url, clock=clock, pool_min=1, pool_max=2)
+    await store.open()
+    try:
+        acme = (await store.tenant_create("acme")).id
+        made = await store.task_create_many([NewTask(tenant_id=acme, target=WORKER)] * 3)
+        leases = {
+            lease.task.id: lease.lease_id for lease in await store.task_claim(_claim(3, acme))
+        }
+        ids = [m.task.id for m in made]
+        long = "x" * (LOGS_LIMIT_BYTES + 100)
+        ended = await store.task_complete_leased(
+            acme, [leases[i] for i in ids], ["1", "2", "3"], ["a\x00b\nc", None, long]
+        )
+        assert set(ended) == set(leases.values())
+        logs = [(await store.attempt_list(acme, i))[0].logs for i in ids]
+        assert logs == ["a\ufffdb\nc", None, "x" * LOGS_LIMIT_BYTES]
     finally:
         await store.close()

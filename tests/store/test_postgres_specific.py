@@ -470,6 +470,7 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
                     {
                         "lease_ids": "ARRAY[gen_random_uuid()]",
                         "results": "ARRAY['1']",
+                        "logs": "NULL",  # no completion with logs: the usual case
                         "tenant_id": "'t'",
                     },
                 ),
@@ -495,6 +496,7 @@ _TYPES = {
     "completions": "task_completion[]",
     "lease_ids": "uuid[]",
     "results": "text[]",
+    "logs": "text[]",
     "tenant_ids": "text[]",
     "shares": "int[]",
     "exclude": "text[]",

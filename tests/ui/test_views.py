@@ -235,3 +235,23 @@ async def test_bad_filters_are_named(client: httpx.AsyncClient, acme: Tenant) ->
     assert "status: unknown status" in await page(client, acme, "/ui/tasks?status=bogus", 422)
     assert "window" in await page(client, acme, "/ui?window=2d", 422)
     assert "seen" in await page(client, acme, "/ui/workers?seen=forever", 422)
+
+
+async def test_task_page_shows_an_attempts_logs_escaped(
+    client: httpx.AsyncClient, acme: Tenant
+) -> None:
+    made = await create(client, acme, queue="logs", name="job")
+    resp = await client.post(
+        "/v1/queues/logs/lease", json={"wait_seconds": 0, "worker_id": "w"}, headers=acme.bearer
+    )
+    (lease,) = resp.json()["leases"]
+    done = await client.post(
+        f"/v1/leases/{lease['lease_id']}/complete",
+        json={"logs": "step <1> done\nstep 2"},
+        headers=acme.bearer,
+    )
+    assert done.status_code == 200, done.text
+    detail = await page(client, acme, f"/ui/tasks/{made['id']}")
+    assert '<summary class="small">Logs</summary>' in detail
+    assert "step &lt;1&gt; done\nstep 2" in detail
+    assert "Response</summary>" not in detail  # a worker attempt has no response

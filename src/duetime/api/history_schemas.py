@@ -37,6 +37,10 @@ class HistoryEventOut(BaseModel):
     http_status: int | None
     duration_ms: float | None
     worker: str | None
+    logs: str | None = Field(description="`attempt`: the worker's logs (at most 64 KiB).")
+    response: str | None = Field(
+        description="`attempt` of a webhook: the first 4 KiB of the target's answer body."
+    )
 
 
 class HistoryListOut(BaseModel):

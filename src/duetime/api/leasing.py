@@ -295,7 +295,8 @@ class LeaseHub:
 
 @dataclass(frozen=True, slots=True)
 class Ack:
-    """One complete (``ok``) or fail under ``lease_id``."""
+    """One complete (``ok``) or fail under ``lease_id``; ``logs``: the worker's text for the
+    attempt (cut and cleaned by the store)."""
 
     lease_id: str
     ok: bool
@@ -304,6 +305,7 @@ class Ack:
     retryable: bool = True
     retry_after_seconds: float | None = None
     timed_out: bool = False
+    logs: str | None = None
 
     @property
     def outcome(self) -> AttemptOutcome:
@@ -326,6 +328,7 @@ class Ack:
                 duration_ms=duration_ms,
                 result_json=self.result_json,
                 worker=task.worker_id,
+                logs=self.logs,
             )
         error = self.error
         try:
@@ -344,6 +347,7 @@ class Ack:
             error=error,
             retry_delay_seconds=delay,
             worker=task.worker_id,
+            logs=self.logs,
         )
 
 
@@ -369,9 +373,10 @@ async def _complete_leased(
 ) -> dict[str, tuple[str, str]]:
     """The fast path of completions; on any error but an outage it ends nothing, and the
     general path (which isolates a completion the store refuses) takes every item."""
+    logs = [i.logs for i in items] if any(i.logs is not None for i in items) else None
     try:
         return await store.task_complete_leased(
-            tenant_id, [i.lease_id for i in items], [i.result_json for i in items]
+            tenant_id, [i.lease_id for i in items], [i.result_json for i in items], logs
         )
     except StoreUnavailable:
         raise

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, Field
 from duetime.api.fields import CleanText, JsonAny
 from duetime.api.schemas import MAX_BATCH, Name, StrictModel, TaskOut
 from duetime.retry import MAX_RETRY_AFTER_SECONDS
+from duetime.store.recorded import LOGS_LIMIT_BYTES
 from duetime.text import clean
 
 MAX_LEASE_TASKS = 1000
@@ -30,12 +31,33 @@ MAX_ERROR_CHARS = 4096
 """A failure's ``error`` is kept to this many characters (a longer one is cut, not refused: a
 worker reporting a long traceback must not have its failure refused)."""
 MAX_ERROR_BYTES = 4 * MAX_ERROR_CHARS
+MAX_LOGS_CHARS = 1_000_000
+"""Logs longer than this are refused (422); shorter ones over the 64 KiB kept are cut."""
 
 
 def _recordable(text: str) -> str:
     # An error is recorded text (duetime.text): a NUL or lone surrogate in a worker's traceback
     # is replaced, not refused, so the failure is still recorded.
     return clean(text, MAX_ERROR_BYTES)
+
+
+def _logs(text: str) -> str:
+    # Logs are recorded text too, cut to their limit here (not refused) so a long log never
+    # costs a failed ack; the store cleans and cuts again, alike on both stores.
+    return clean(text, LOGS_LIMIT_BYTES)
+
+
+Logs = Annotated[
+    str,
+    Field(
+        max_length=MAX_LOGS_CHARS,
+        description="Text to keep with the attempt (what the handler printed, a summary): "
+        f"its first {LOGS_LIMIT_BYTES // 1024} KiB of UTF-8 are kept, the rest is cut; control "
+        "characters but tab and newlines are replaced. Shown by `GET /v1/tasks/{id}/attempts` "
+        "and the history.",
+    ),
+    AfterValidator(_logs),
+]
 
 
 WorkerId = Annotated[
@@ -97,18 +119,21 @@ class HeartbeatIn(StrictModel):
 
 class CompleteIn(StrictModel):
     """The attempt succeeded; ``result`` (any JSON, at most max_payload_bytes encoded) is kept as
-    the task's result."""
+    the task's result, ``logs`` (up to 64 KiB) with the attempt."""
 
     result: JsonAny = None
+    logs: Logs | None = None
 
 
 class FailIn(StrictModel):
     """The attempt failed. ``retryable=false`` fails the task for good; otherwise it is retried
-    per its retry policy, not sooner than ``retry_after_seconds`` when given."""
+    per its retry policy, not sooner than ``retry_after_seconds`` when given. ``logs`` (up to
+    64 KiB) are kept with the attempt."""
 
     error: Annotated[str, Field(max_length=1_000_000), AfterValidator(_recordable)]
     retryable: bool = True
     retry_after_seconds: Annotated[float, Field(ge=0, le=MAX_RETRY_AFTER_SECONDS)] | None = None
+    logs: Logs | None = None
     timed_out: bool = False
     """The handler ran out of the task's ``timeout_seconds``: the attempt's outcome is
     ``timed_out`` instead of ``failed`` (retried alike)."""

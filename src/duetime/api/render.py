@@ -84,6 +84,8 @@ def attempt(a: Attempt) -> dict[str, Any]:
         "http_status": a.http_status,
         "duration_ms": a.duration_ms,
         "worker": a.worker,
+        "logs": a.logs,
+        "response": a.response,
     }
 
 

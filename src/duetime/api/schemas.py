@@ -327,6 +327,14 @@ class AttemptOut(BaseModel):
     http_status: int | None
     duration_ms: float
     worker: str | None
+    logs: str | None = Field(
+        description="What the worker attached when it completed or failed the lease (at most "
+        "64 KiB of UTF-8)."
+    )
+    response: str | None = Field(
+        description="Webhook attempts: the first 4 KiB of the target's answer body, success or "
+        "failure (null: no body, or no answer)."
+    )
 
 
 class AttemptListOut(BaseModel):

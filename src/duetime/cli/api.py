@@ -18,6 +18,7 @@ from duetime.cli.common import (
     fail,
     json_arg,
     tenant_app,
+    text_arg,
 )
 from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
@@ -32,6 +33,10 @@ lease_app = typer.Typer(
 
 IdArg = Annotated[str, typer.Argument(metavar="ID")]
 LeaseArg = Annotated[str, typer.Argument(metavar="LEASE_ID")]
+LogsOption = Annotated[
+    str | None,
+    typer.Option(help="Text kept with the attempt (first 64 KiB), @file, or - (stdin)."),
+]
 
 
 @tenant_app.command("get")
@@ -152,14 +157,16 @@ def lease_heartbeat(
 def lease_complete(
     lease_id: LeaseArg,
     result: Annotated[str | None, typer.Option(help="JSON result, @file.json, or -.")] = None,
+    logs: LogsOption = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """End the leased attempt as succeeded."""
     value = None if result is None else json_arg(result, "--result")
+    text = None if logs is None else text_arg(logs, "--logs")
     with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.complete_lease(lease_id, value).to_json())
+        emit(output, client.complete_lease(lease_id, value, logs=text).to_json())
 
 
 @lease_app.command("fail")
@@ -168,14 +175,20 @@ def lease_fail(
     error: Annotated[str, typer.Option(help="What went wrong.")],
     retryable: Annotated[bool, typer.Option("--retryable/--final")] = True,
     retry_after_seconds: Annotated[float | None, typer.Option()] = None,
+    logs: LogsOption = None,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """End the leased attempt as failed (retried unless --final)."""
+    text = None if logs is None else text_arg(logs, "--logs")
     with errors_reported(), api_client(url, api_key) as client:
         done = client.fail_lease(
-            lease_id, error, retryable=retryable, retry_after_seconds=retry_after_seconds
+            lease_id,
+            error,
+            retryable=retryable,
+            retry_after_seconds=retry_after_seconds,
+            logs=text,
         )
         emit(output, done.to_json())
 

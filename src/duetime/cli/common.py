@@ -169,15 +169,21 @@ def when(value: str | None, flag: str) -> datetime | None:
     return parsed
 
 
-def json_arg(value: str, flag: str) -> Any:
-    """``--flag JSON``, ``--flag @file.json`` or ``--flag -`` (stdin)."""
+def text_arg(value: str, flag: str) -> str:
+    """``--flag TEXT``, ``--flag @file`` or ``--flag -`` (stdin): the text itself."""
     if value == "-":
-        value = sys.stdin.read()
-    elif value.startswith("@"):
+        return sys.stdin.read()
+    if value.startswith("@"):
         try:
-            value = Path(value[1:]).read_text()
+            return Path(value[1:]).read_text()
         except OSError as exc:
             raise fail(f"{flag}: cannot read {value[1:]}: {exc.strerror}", 2) from None
+    return value
+
+
+def json_arg(value: str, flag: str) -> Any:
+    """``--flag JSON``, ``--flag @file.json`` or ``--flag -`` (stdin)."""
+    value = text_arg(value, flag)
     try:
         return orjson.loads(value)
     except orjson.JSONDecodeError as exc:

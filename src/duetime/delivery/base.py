@@ -43,6 +43,8 @@ class Outcome:
     the attempt's error and the task's ``last_error``). ``result_json`` is JSON text: the first
     :data:`RESULT_LIMIT_BYTES` of a successful answer, as a JSON value when it parses and as a JSON
     string otherwise. ``retry_after_seconds`` is the receiver's ``Retry-After``, if it sent one.
+    ``response`` is the start of the answer's body as text (at most :data:`RESULT_LIMIT_BYTES`,
+    cleaned), on success and failure alike: the attempt keeps it (None: no body, or no answer).
     """
 
     outcome: AttemptOutcome
@@ -51,6 +53,7 @@ class Outcome:
     error: str | None = None
     result_json: str | None = None
     retry_after_seconds: float | None = None
+    response: str | None = None
 
     @property
     def succeeded(self) -> bool:

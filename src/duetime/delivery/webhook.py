@@ -16,7 +16,8 @@ Every request carries::
 Target headers never override the signature, ``duetime-*``, ``idempotency-key`` or framing
 headers (they are dropped at delivery; :func:`check_http_target` refuses them at create time).
 
-Outcomes: 2xx succeeds and keeps the first 4 KiB of the answer as the result; connection errors,
+Outcomes: 2xx succeeds and keeps the first 4 KiB of the answer as the result (every attempt with
+an answer keeps its body's first 4 KiB as the attempt's ``response``); connection errors,
 timeouts, 408, 429 and 5xx are retryable and honour ``Retry-After`` (seconds or HTTP-date); 3xx
 (redirects are never followed) and other 4xx fail at once; so does an address refused by
 :mod:`duetime.delivery.netguard`.
@@ -123,6 +124,14 @@ def _result_json(body: bytes) -> str | None:
     except orjson.JSONDecodeError:
         # Not JSON: the reply's text, cleaned like every recorded outside text.
         return orjson.dumps(clean(chunk.decode("utf-8", "replace"), RESULT_LIMIT_BYTES)).decode()
+
+
+def _response(body: bytes) -> str | None:
+    """The start of an answer's body for the attempt's ``response``: the first
+    :data:`RESULT_LIMIT_BYTES` as text, cleaned like every recorded outside text."""
+    if not body:
+        return None
+    return clean(body[:RESULT_LIMIT_BYTES].decode("utf-8", "replace"), RESULT_LIMIT_BYTES)
 
 
 def _snippet(body: bytes) -> str:
@@ -303,16 +312,24 @@ class WebhookDeliverer:
                 retryable=False,
                 http_status=status,
                 result_json=_result_json(response.body),
+                response=_response(response.body),
             )
         return self._failure(status, response.headers, response.body)
 
     def _failure(self, status: int, headers: Mapping[str, str], answer: bytes) -> Outcome:
         """``headers`` have lower-cased names."""
         snippet = _snippet(answer)
+        kept = _response(answer)
         if 300 <= status < 400:
             location = headers.get("location", "?")
             error = f"HTTP {status}: redirect to {location[:200]} not followed"
-            return Outcome(AttemptOutcome.FAILED, retryable=False, http_status=status, error=error)
+            return Outcome(
+                AttemptOutcome.FAILED,
+                retryable=False,
+                http_status=status,
+                error=error,
+                response=kept,
+            )
         error = f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}"
         if status in (408, 429) or 500 <= status < 600:
             raw = headers.get("retry-after")
@@ -325,8 +342,11 @@ class WebhookDeliverer:
                 http_status=status,
                 error=error,
                 retry_after_seconds=retry_after,
+                response=kept,
             )
-        return Outcome(AttemptOutcome.FAILED, retryable=False, http_status=status, error=error)
+        return Outcome(
+            AttemptOutcome.FAILED, retryable=False, http_status=status, error=error, response=kept
+        )
 
     async def close(self) -> None:
         """Close the pool. Idempotent; later deliveries fail (retryable) without a request."""

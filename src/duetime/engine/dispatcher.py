@@ -391,6 +391,7 @@ class Dispatcher(Service):
                 http_status=outcome.http_status,
                 retry_delay_seconds=retry_delay,
                 worker=self._node_id,
+                response=outcome.response,
             )
         )
 

@@ -64,9 +64,12 @@ SCHEMA = pa.schema(
         ("http_status", pa.int32()),
         ("duration_ms", pa.float64()),
         ("worker", pa.string()),
+        ("logs", pa.string()),
+        ("response", pa.string()),
     ]
 )
-"""The columns of an archived record (the store's ``history`` table; JSON columns as text)."""
+"""The columns of an archived record (the store's ``history`` table; JSON columns as text).
+Files written before ``logs`` and ``response`` existed read them as null."""
 
 COLUMNS = tuple(SCHEMA.names)
 
@@ -324,6 +327,8 @@ class Archive:
                     http_status=e.http_status,
                     duration_ms=e.duration_ms or 0.0,
                     worker=e.worker,
+                    logs=e.logs,
+                    response=e.response,
                 )
                 for e in events
             ),
@@ -392,5 +397,7 @@ def _event(row: Mapping[str, Any]) -> HistoryEvent:
         duration_ms=row["duration_ms"],
         worker=row["worker"],
         started_at=aware(row["started_at"]),
+        logs=row["logs"],
+        response=row["response"],
     )
     return event

@@ -2,7 +2,8 @@
 
 A :class:`HistoryEvent` is one audit record: a task's state change (``kind="task"``, with
 ``from_status`` → ``to_status``, the actor and, for API changes, the ``fields`` changed), an
-attempt (``kind="attempt"``: number, outcome, error, HTTP status, duration, worker) or a schedule
+attempt (``kind="attempt"``: number, outcome, error, HTTP status, duration, worker, the worker's
+logs, the webhook answer's start) or a schedule
 change (``kind="schedule"``: the revision's action in ``to_status``). Records are ordered newest
 first by ``(at, id)``; the cursor of a page is the ``(at, id)`` of its last record.
 """
@@ -47,6 +48,10 @@ class HistoryEvent:
     worker: str | None
     started_at: datetime | None = None
     """For attempts: when the attempt started (``at`` is when it ended)."""
+    logs: str | None = None
+    """For attempts: the text the worker attached on complete or fail (at most 64 KiB)."""
+    response: str | None = None
+    """For webhook attempts: the start of the target's answer body (at most 4 KiB)."""
 
 
 @dataclass(frozen=True, slots=True)

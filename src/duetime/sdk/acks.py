@@ -94,9 +94,13 @@ class AckBatcher:
         """Acks buffered or in flight."""
         return sum(len(b) for b in self._buffers.values()) + sum(self._sending.values())
 
-    def complete(self, lease_id: str, result: orjson.Fragment) -> None:
-        """Queue a completion; ``result`` from :func:`encode_result`."""
-        self._add("complete", {"lease_id": lease_id, "result": result})
+    def complete(self, lease_id: str, result: orjson.Fragment, logs: str | None = None) -> None:
+        """Queue a completion; ``result`` from :func:`encode_result`; ``logs`` kept with the
+        attempt."""
+        item: dict[str, Any] = {"lease_id": lease_id, "result": result}
+        if logs is not None:
+            item["logs"] = logs
+        self._add("complete", item)
 
     def fail(
         self,
@@ -106,15 +110,19 @@ class AckBatcher:
         retryable: bool,
         retry_after_seconds: float | None,
         timed_out: bool = False,
+        logs: str | None = None,
     ) -> None:
-        """Queue a failure (``timed_out``: the handler ran out of the task's timeout)."""
-        item = {
+        """Queue a failure (``timed_out``: the handler ran out of the task's timeout; ``logs``
+        kept with the attempt)."""
+        item: dict[str, Any] = {
             "lease_id": lease_id,
             "error": error,
             "retryable": retryable,
             "retry_after_seconds": retry_after_seconds,
             "timed_out": timed_out,
         }
+        if logs is not None:
+            item["logs"] = logs
         self._add("fail", item)
 
     def release(self, lease_id: str) -> None:
@@ -222,7 +230,7 @@ class AckBatcher:
         lease_id = item["lease_id"]
         try:
             if kind == "complete":
-                await self._client.complete_lease(lease_id, item["result"])
+                await self._client.complete_lease(lease_id, item["result"], logs=item.get("logs"))
             elif kind == "release":
                 await self._client.release_lease(lease_id)
             else:
@@ -231,13 +239,20 @@ class AckBatcher:
                     item["error"],
                     retryable=item["retryable"],
                     retry_after_seconds=item["retry_after_seconds"],
+                    timed_out=item.get("timed_out", False),
+                    logs=item.get("logs"),
                 )
         except ApiConflict:
             return "stale"
         except ApiValidationError as exc:
             if kind == "complete":  # e.g. a result too large: the attempt failed after all
                 error = f"result rejected by the server: {exc.detail or exc}"
-                fallback = {"error": error, "retryable": False, "retry_after_seconds": None}
+                fallback = {
+                    "error": error,
+                    "retryable": False,
+                    "retry_after_seconds": None,
+                    "logs": item.get("logs"),
+                }
                 outcome = await self._send_one("fail", {"lease_id": lease_id, **fallback})
                 return "failed_instead" if outcome == "ok" else outcome
             log.error("fail of lease %s rejected: %s", lease_id, exc)

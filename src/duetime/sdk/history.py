@@ -35,6 +35,8 @@ class HistoryEvent(_Response):
     http_status: int | None = None
     duration_ms: float | None = None
     worker: str | None = None
+    logs: str | None = None
+    response: str | None = None
 
 
 def _words(value: str | Iterable[str] | None) -> list[str]:

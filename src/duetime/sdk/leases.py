@@ -148,13 +148,19 @@ class LeaseCalls(_Api):
         path = f"/v1/leases/{_segment(lease_id)}/heartbeat"
         return LeaseExtension.model_validate(await self._request("POST", path, body=body))
 
-    async def complete_lease(self, lease_id: str, result: Any = None) -> AckResult:
+    async def complete_lease(
+        self, lease_id: str, result: Any = None, *, logs: str | None = None
+    ) -> AckResult:
         """End the attempt under ``lease_id`` as succeeded with ``result`` (any JSON value, at
-        most the server's payload limit). Returns the outcome with the task's new status.
-        Raises ``ApiStaleLease`` (409) when the lease is no longer current (nothing changed),
-        ``ApiValidationError`` (413) for a result over the limit."""
+        most the server's payload limit). ``logs`` is text kept with the attempt (the server
+        keeps the first 64 KiB of UTF-8; ``GET /v1/tasks/{id}/attempts`` shows it). Returns the
+        outcome with the task's new status. Raises ``ApiStaleLease`` (409) when the lease is no
+        longer current (nothing changed), ``ApiValidationError`` (413) for a result over the
+        limit."""
         path = f"/v1/leases/{_segment(lease_id)}/complete"
-        return AckResult.model_validate(await self._request("POST", path, body={"result": result}))
+        body = LeaseCompletion(lease_id=lease_id, result=result, logs=logs).to_json()
+        del body["lease_id"]
+        return AckResult.model_validate(await self._request("POST", path, body=body))
 
     async def fail_lease(
         self,
@@ -164,18 +170,20 @@ class LeaseCalls(_Api):
         retryable: bool = True,
         retry_after_seconds: float | None = None,
         timed_out: bool = False,
+        logs: str | None = None,
     ) -> AckResult:
         """End the attempt under ``lease_id`` as failed with ``error`` (the server keeps up to
         4096 characters). ``retryable=False`` fails the task for good; otherwise it is retried
         per its policy, not sooner than ``retry_after_seconds`` when given; ``timed_out`` records
-        the attempt as ``timed_out``. Returns the outcome with the task's new status. Raises
-        ``ApiStaleLease`` (409)."""
+        the attempt as ``timed_out``; ``logs`` is text kept with the attempt (the first 64 KiB).
+        Returns the outcome with the task's new status. Raises ``ApiStaleLease`` (409)."""
         body = LeaseFailure(
             lease_id=lease_id,
             error=error,
             retryable=retryable,
             retry_after_seconds=retry_after_seconds,
             timed_out=timed_out,
+            logs=logs,
         ).to_json()
         del body["lease_id"]
         path = f"/v1/leases/{_segment(lease_id)}/fail"

@@ -212,6 +212,10 @@ class Attempt(_Response):
     http_status: int | None = None
     duration_ms: float | None = None
     worker: str | None = None
+    logs: str | None = None
+    """What the worker attached when it completed or failed the lease (at most 64 KiB)."""
+    response: str | None = None
+    """Webhook attempts: the first 4 KiB of the target's answer body, success or failure."""
 
 
 class SigningSecret(_Response):
@@ -302,13 +306,18 @@ class Page(_Response, Generic[T]):
 
 class LeaseCompletion(_Request):
     """One item of :meth:`AsyncClient.complete_leases`: the attempt under ``lease_id``
-    succeeded with ``result`` (any JSON value; sent even when ``None``)."""
+    succeeded with ``result`` (any JSON value; sent even when ``None``). ``logs``: text kept
+    with the attempt (the server keeps the first 64 KiB of UTF-8)."""
 
     lease_id: str
     result: Any = None
+    logs: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"lease_id": self.lease_id, "result": self.result}
+        body = {"lease_id": self.lease_id, "result": self.result}
+        if self.logs is not None:
+            body["logs"] = self.logs
+        return body
 
 
 class LeaseFailure(_Request):
@@ -317,7 +326,8 @@ class LeaseFailure(_Request):
     ``retryable=False`` ends the task ``failed`` at once; otherwise it is retried per its retry
     policy, not sooner than ``retry_after_seconds`` when given (the longer of that and the
     policy's backoff, as for webhooks' ``Retry-After``). ``timed_out=True`` records the attempt's
-    outcome as ``timed_out`` rather than ``failed``.
+    outcome as ``timed_out`` rather than ``failed``. ``logs``: text kept with the attempt (the
+    server keeps the first 64 KiB of UTF-8).
     """
 
     lease_id: str
@@ -325,15 +335,19 @@ class LeaseFailure(_Request):
     retryable: bool = True
     retry_after_seconds: float | None = None
     timed_out: bool = False
+    logs: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "lease_id": self.lease_id,
             "error": self.error,
             "retryable": self.retryable,
             "retry_after_seconds": self.retry_after_seconds,
             "timed_out": self.timed_out,
         }
+        if self.logs is not None:
+            body["logs"] = self.logs
+        return body
 
 
 class Lease(_Response):

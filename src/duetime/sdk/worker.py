@@ -9,6 +9,7 @@ workers", §5).
     @worker.handler("send-report")
     async def send_report(job: duetime.Job) -> dict[str, int]:
         report = await build(job.payload["report"])
+        job.log("built", report.pages, "pages")  # kept with this attempt (its logs)
         return {"pages": report.pages}          # becomes the task's result (JSON)
 
     @worker.handler("resize")
@@ -22,7 +23,9 @@ workers", §5).
 A handler receives a :class:`Job` (the leased task, its payload, the attempt number). It
 succeeds by returning (the value, JSON-encoded, becomes the task's ``result``), and fails by
 raising: :class:`NonRetryable` fails the task for good, any other exception is a retryable
-failure recorded as ``"TypeName: message"``. A handler that overruns the task's
+failure recorded as ``"TypeName: message"``. Lines a handler adds with :meth:`Job.log` (like
+``print``) are sent with the completion or failure and kept with the attempt (``GET
+/v1/tasks/{id}/attempts``, the history; the first 64 KiB). A handler that overruns the task's
 ``timeout_seconds`` fails (retryable) with ``"timed out after Ns"``: an async one is cancelled,
 a sync one is left to finish in its thread (its slot stays taken until it does) and its result
 is dropped.
@@ -106,6 +109,9 @@ Handler = Callable[["Job"], Any]
 """A handler: ``def f(job) -> result`` or ``async def f(job) -> result``."""
 
 SHUTDOWN_ERROR = "worker shutting down"
+LOG_LIMIT_CHARS = 64 * 1024
+""":attr:`Job.logs` holds at most this many characters (the server keeps the first 64 KiB of
+UTF-8), so one huge line cannot make the server refuse the ack."""
 MAX_HANDLERS = 100
 """A lease call names at most this many tasks (the server's limit)."""
 MAX_DEFAULT_PREFETCH = 1000
@@ -191,9 +197,21 @@ class Job:
     validation); ``attempt`` is this attempt's number (1 for the first); ``lease_id`` is the
     fencing token the worker acks with; ``traceparent`` is the W3C trace context the task was
     created with (None without one): a handler that traces continues the creator's trace from it.
+
+    :meth:`log` attaches text to this attempt: it is sent with the completion or failure and
+    shown by ``GET /v1/tasks/{id}/attempts`` and the history (the first 64 KiB).
     """
 
-    __slots__ = ("_data", "_task", "attempt", "lease_id", "traceparent", "worker_id")
+    __slots__ = (
+        "_data",
+        "_log_chars",
+        "_logs",
+        "_task",
+        "attempt",
+        "lease_id",
+        "traceparent",
+        "worker_id",
+    )
 
     def __init__(
         self,
@@ -209,6 +227,28 @@ class Job:
         self.lease_id = lease_id
         self.worker_id = worker_id
         self.traceparent = traceparent
+        self._logs: list[str] | None = None
+        self._log_chars = 0
+
+    def log(self, *parts: object, sep: str = " ") -> None:
+        """Add a line to this attempt's logs, like ``print``: the parts as text, joined by
+        ``sep``. Safe from a sync handler's thread. The server keeps the first 64 KiB of UTF-8;
+        lines past that are not even kept here."""
+        if self._logs is None:
+            self._logs, self._log_chars = [], 0
+        elif self._log_chars >= LOG_LIMIT_CHARS:
+            return
+        line = sep.join(map(str, parts))
+        self._logs.append(line)
+        self._log_chars += len(line) + 1
+
+    @property
+    def logs(self) -> str | None:
+        """The lines :meth:`log` added, one per line, cut to :data:`LOG_LIMIT_CHARS` characters
+        (None: none)."""
+        if not self._logs:
+            return None
+        return "\n".join(self._logs)[:LOG_LIMIT_CHARS]
 
     @property
     def task(self) -> Task:
@@ -841,7 +881,7 @@ class Worker:
             return
         held.ended, held.kind = True, "complete"
         assert self._acks is not None
-        self._acks.complete(held.job.lease_id, encoded)
+        self._acks.complete(held.job.lease_id, encoded, held.job.logs)
 
     def _fail(
         self,
@@ -863,6 +903,7 @@ class Worker:
             retryable=retryable,
             retry_after_seconds=retry_after_seconds,
             timed_out=timed_out,
+            logs=held.job.logs,
         )
 
     def _ack_done(self, lease_id: str, outcome: AckOutcome) -> None:

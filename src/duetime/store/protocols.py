@@ -101,15 +101,21 @@ class LeaseCompleter(Protocol):
     tasks first (the lease API's hot path; PostgreSQL, where each read is a round trip)."""
 
     async def task_complete_leased(
-        self, tenant_id: str, lease_ids: Sequence[str], results: Sequence[str | None]
+        self,
+        tenant_id: str,
+        lease_ids: Sequence[str],
+        results: Sequence[str | None],
+        logs: Sequence[str | None] | None = None,
     ) -> dict[str, tuple[str, str]]:
         """End as ``succeeded`` (with ``results[i]``, JSON text) each task of ``tenant_id``
         running under ``lease_ids[i]`` that has no dependents, writing its attempt (started at
-        the lease's start, worker = the lease's holder) as :meth:`Store.task_complete_many`
-        does, fenced alike. Returns lease_id → (task_id, queue) for the ones it ended; the rest
-        (stale, another tenant's, a task with dependents, a repeated lease id) are left
-        unchanged for the caller's general path (:meth:`Store.task_leases_get` then
-        :meth:`Store.task_complete_many`), which tells stale from the rest."""
+        the lease's start, worker = the lease's holder, ``logs[i]`` recorded as
+        :func:`~duetime.store.recorded.recordable` would) as :meth:`Store.task_complete_many`
+        does, fenced alike (``logs`` None: no completion has logs). Returns lease_id →
+        (task_id, queue) for the ones it ended; the rest (stale, another tenant's, a task with
+        dependents, a repeated lease id) are left unchanged for the caller's general path
+        (:meth:`Store.task_leases_get` then :meth:`Store.task_complete_many`), which tells
+        stale from the rest."""
 
 
 # -- life of the store -----------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """What a completion may record, made so above the drivers: both stores keep exactly this.
 
-A completion carries outside text — a worker's ``fail`` error, a webhook reply's snippet, a
-worker's or receiver's result — and numbers computed from stored values. PostgreSQL refuses a NUL
-in ``text``, an out-of-range ``integer`` or interval; SQLite keeps the NUL, turns a NaN into NULL
-and refuses an integer past 64 bits. Left to the drivers, one such completion makes a whole batch
-fail on one store and not the other. :func:`recordable` is applied by both stores to every
-completion before they write it, so content can never be why a completion cannot be recorded,
-and both stores record (and answer) the same thing.
+A completion carries outside text — a worker's ``fail`` error and logs, a webhook reply's
+snippet, a worker's or receiver's result — and numbers computed from stored values. PostgreSQL
+refuses a NUL in ``text``, an out-of-range ``integer`` or interval; SQLite keeps the NUL, turns a
+NaN into NULL and refuses an integer past 64 bits. Left to the drivers, one such completion makes
+a whole batch fail on one store and not the other. :func:`recordable` is applied by both stores
+to every completion before they write it, so content can never be why a completion cannot be
+recorded, and both stores record (and answer) the same thing.
 
 Text goes through :func:`duetime.text.clean` (the one place that cleans recorded outside text).
 """
@@ -31,6 +31,12 @@ RESULT_LIMIT_BYTES = 1024 * 1024
 4 KiB of the body, SPEC §4) and worker results at the API's payload limit; this bounds any other
 caller."""
 
+LOGS_LIMIT_BYTES = 64 * 1024
+"""An attempt's ``logs`` (a worker's, attached on complete or fail) keep their first 64 KiB."""
+
+RESPONSE_LIMIT_BYTES = 4096
+"""An attempt's ``response`` (a webhook answer's body) keeps its first 4 KiB."""
+
 WORKER_LIMIT_BYTES = 256
 """A worker id recorded on an attempt."""
 
@@ -44,7 +50,8 @@ def recordable(c: Completion) -> Completion:
     """``c`` with every field made storable alike by both stores; ``c`` itself when it already
     is (the usual case, which costs a few checks and no copy).
 
-    - ``error`` and ``worker``: cleaned and cut (see :func:`duetime.text.clean`).
+    - ``error``, ``worker``, ``logs`` and ``response``: cleaned and cut (see
+      :func:`duetime.text.clean`).
     - ``result_json``: kept when it is JSON text within :data:`RESULT_LIMIT_BYTES`; otherwise
       the (cleaned, cut) text itself is recorded as a JSON string.
     - ``http_status`` outside 0-999 is dropped; a non-finite or negative ``duration_ms`` is 0; a
@@ -53,6 +60,8 @@ def recordable(c: Completion) -> Completion:
     error = c.error if c.error is None else _clean(c.error, ERROR_LIMIT_BYTES)
     worker = c.worker if c.worker is None else _clean(c.worker, WORKER_LIMIT_BYTES)
     result = c.result_json if c.result_json is None else recorded_result(c.result_json)
+    logs = c.logs if c.logs is None else recorded_logs(c.logs)
+    response = c.response if c.response is None else _clean(c.response, RESPONSE_LIMIT_BYTES)
     status = c.http_status
     if status is not None and not (isinstance(status, int) and 0 <= status <= _MAX_HTTP_STATUS):
         status = None
@@ -69,6 +78,8 @@ def recordable(c: Completion) -> Completion:
         and status == c.http_status
         and duration == c.duration_ms
         and delay == c.retry_delay_seconds
+        and logs == c.logs
+        and response == c.response
     ):
         return c
     return Completion(
@@ -82,6 +93,8 @@ def recordable(c: Completion) -> Completion:
         http_status=status,
         retry_delay_seconds=delay,
         worker=worker,
+        logs=logs,
+        response=response,
     )
 
 
@@ -91,6 +104,11 @@ def _clean(text: str, limit_bytes: int) -> str:
     if len(text) * 4 <= limit_bytes and text.isprintable():
         return text
     return clean(text, limit_bytes)
+
+
+def recorded_logs(text: str) -> str:
+    """A worker's logs as recorded: cleaned and cut to :data:`LOGS_LIMIT_BYTES`."""
+    return _clean(text, LOGS_LIMIT_BYTES)
 
 
 def recorded_result(text: str) -> str:

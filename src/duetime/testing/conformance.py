@@ -134,6 +134,8 @@ def _completion(
     http_status: int | None = None,
     worker: str | None = "w1",
     duration_ms: float = 12.5,
+    logs: str | None = None,
+    response: str | None = None,
 ) -> Completion:
     started = lease.task.started_at or datetime(2000, 1, 1, tzinfo=UTC)
     return Completion(
@@ -147,6 +149,8 @@ def _completion(
         http_status=http_status,
         retry_delay_seconds=delay,
         worker=worker,
+        logs=logs,
+        response=response,
     )
 
 

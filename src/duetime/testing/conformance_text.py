@@ -1,7 +1,8 @@
 """Store contracts for outside text and odd numbers in completions (SPEC §7 "Bounded by
 construction": both stores accept and refuse exactly the same text).
 
-Every store must record a completion whatever its error, result or worker text holds — NUL, other
+Every store must record a completion whatever its error, result, worker, logs or response text
+holds — NUL, other
 control characters, lone surrogates, text far past the limits — and record exactly what
 :func:`duetime.store.recorded.recordable` makes of it, so both stores answer alike. Run by
 ``tests/store/test_conformance_text.py`` against every backend; that module also compares the two
@@ -21,7 +22,9 @@ from duetime.clock import FakeClock
 from duetime.store.protocols import Store
 from duetime.store.recorded import (
     ERROR_LIMIT_BYTES,
+    LOGS_LIMIT_BYTES,
     MAX_RETRY_DELAY_SECONDS,
+    RESPONSE_LIMIT_BYTES,
     RESULT_LIMIT_BYTES,
     WORKER_LIMIT_BYTES,
     recordable,
@@ -53,6 +56,16 @@ HOSTILE: dict[str, str] = {
 }
 """Outside text that one store or the other used to refuse or keep differently."""
 
+LONG_LOGS: dict[str, str] = {
+    "multiline": "line 1\n\tline 2\r\nline 3\x00 end\n",
+    "just-under": "l" * (LOGS_LIMIT_BYTES - 1),
+    "at-limit": "l" * LOGS_LIMIT_BYTES,
+    "past-limit-ascii": "l" * (LOGS_LIMIT_BYTES + 10_000),
+    "past-limit-multibyte": "\u00e9\U0001f600" * (LOGS_LIMIT_BYTES // 3),
+    "past-limit-nul": "\x00" * (LOGS_LIMIT_BYTES + 1),
+}
+"""Logs around their 64 KiB limit (and hostile ones)."""
+
 HOSTILE_RESULTS: dict[str, str] = {
     "json-with-escaped-nul": orjson.dumps({"a": "x\x00y"}).decode(),
     "json-with-escaped-lone-surrogate": '{"a": "\\ud800"}',
@@ -79,6 +92,8 @@ class Recorded:
     http_status: int | None
     duration_ms: float
     retry_in_seconds: float | None
+    attempt_logs: str | None = None
+    attempt_response: str | None = None
 
 
 async def record(store: Store, clock: FakeClock, **completion: Any) -> Recorded:
@@ -105,6 +120,8 @@ async def record(store: Store, clock: FakeClock, **completion: Any) -> Recorded:
         http_status=attempts[0].http_status,
         duration_ms=attempts[0].duration_ms,
         retry_in_seconds=retry_in,
+        attempt_logs=attempts[0].logs,
+        attempt_response=attempts[0].response,
     )
 
 
@@ -126,6 +143,42 @@ async def test_worker_text_is_recorded_cleaned_and_bounded(store: Store, clock: 
     for name, text in HOSTILE.items():
         got = await record(store, clock, error="e", worker=text)
         assert got.attempt_worker == clean(text, WORKER_LIMIT_BYTES), name
+
+
+async def test_logs_are_recorded_cleaned_and_cut_to_64_kib(store: Store, clock: FakeClock) -> None:
+    """task_complete_many(): an attempt's logs, on success or failure, are recorded as
+    ``clean(logs, LOGS_LIMIT_BYTES)``: tabs and newlines kept, other controls replaced, longer
+    text cut on a character boundary (never refused); no logs are NULL."""
+    for name, text in {**HOSTILE, **LONG_LOGS}.items():
+        want = clean(text, LOGS_LIMIT_BYTES)
+        for outcome in (AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED):
+            got = await record(store, clock, outcome=outcome, error="e", logs=text)
+            assert got.accepted, name
+            assert got.attempt_logs == want, (name, outcome)
+        assert len(want.encode()) <= LOGS_LIMIT_BYTES, name
+    kept = clean(LONG_LOGS["multiline"], LOGS_LIMIT_BYTES)
+    assert kept == f"line 1\n\tline 2\r\nline 3{REPLACEMENT} end\n"
+    assert len(clean(LONG_LOGS["past-limit-ascii"], LOGS_LIMIT_BYTES)) == LOGS_LIMIT_BYTES
+    cut = clean(LONG_LOGS["past-limit-multibyte"], LOGS_LIMIT_BYTES)
+    assert LONG_LOGS["past-limit-multibyte"].startswith(cut)  # whole characters only
+    assert LOGS_LIMIT_BYTES - 4 < len(cut.encode()) <= LOGS_LIMIT_BYTES
+    got = await record(store, clock, outcome=AttemptOutcome.SUCCEEDED)
+    assert (got.attempt_logs, got.attempt_response) == (None, None)
+
+
+async def test_a_response_is_recorded_cleaned_and_cut_to_4_kib(
+    store: Store, clock: FakeClock
+) -> None:
+    """task_complete_many(): a webhook attempt's response (its answer's start) is recorded as
+    ``clean(response, RESPONSE_LIMIT_BYTES)``, with either outcome."""
+    for name, text in HOSTILE.items():
+        got = await record(store, clock, error="HTTP 500", http_status=500, response=text)
+        assert got.attempt_response == clean(text, RESPONSE_LIMIT_BYTES), name
+        assert len((got.attempt_response or "").encode()) <= RESPONSE_LIMIT_BYTES, name
+    got = await record(
+        store, clock, outcome=AttemptOutcome.SUCCEEDED, http_status=200, response="fine"
+    )
+    assert (got.status, got.attempt_response) == ("succeeded", "fine")
 
 
 async def test_hostile_text_inside_a_json_result_round_trips(

@@ -47,6 +47,8 @@ class HandlerOutcome:
     retryable: bool = True
     retry_after: float | None = None
     exception: BaseException | None = None
+    logs: str | None = None
+    """What the handler attached with :meth:`~duetime.Job.log` (the worker sends it along)."""
 
     @property
     def succeeded(self) -> bool:
@@ -99,12 +101,15 @@ async def run_handler_async(
             value = await value
         orjson.dumps(value)  # the worker sends the result as JSON: fail here as it would
     except Retry as exc:
-        return HandlerOutcome("retry", error=exc.reason, retry_after=exc.after, exception=exc)
+        return HandlerOutcome(
+            "retry", error=exc.reason, retry_after=exc.after, exception=exc, logs=job.logs
+        )
     except NonRetryable as exc:
-        return HandlerOutcome("failed", error=_describe(exc, 2000), retryable=False, exception=exc)
+        error = _describe(exc, 2000)
+        return HandlerOutcome("failed", error=error, retryable=False, exception=exc, logs=job.logs)
     except Exception as exc:
-        return HandlerOutcome("failed", error=_describe(exc, 2000), exception=exc)
-    return HandlerOutcome("succeeded", result=value)
+        return HandlerOutcome("failed", error=_describe(exc, 2000), exception=exc, logs=job.logs)
+    return HandlerOutcome("succeeded", result=value, logs=job.logs)
 
 
 def run_handler(

@@ -69,6 +69,8 @@ def event_json(e: HistoryEvent) -> dict[str, Any]:
         "http_status": e.http_status,
         "duration_ms": e.duration_ms,
         "worker": e.worker,
+        "logs": e.logs,
+        "response": e.response,
     }
 
 

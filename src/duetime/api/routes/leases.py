@@ -137,11 +137,12 @@ def _result(value: Any, limit: int, field: str) -> str:
     },
 )
 async def complete_lease(lease_id: str, request: Request) -> Response:
-    """End the attempt as succeeded with ``result``; 409 when the lease is stale."""
+    """End the attempt as succeeded with ``result`` (and ``logs`` kept with the attempt); 409
+    when the lease is stale."""
     call = await tenant_call(request)
     body = await json_body(request, CompleteIn, optional=True)
     limit = services(request).settings.max_payload_bytes
-    ack = Ack(lease_id, ok=True, result_json=_result(body.result, limit, "result"))
+    ack = Ack(lease_id, ok=True, result_json=_result(body.result, limit, "result"), logs=body.logs)
     (result,) = await hub(request).ack(call.tenant_id, [ack])
     return _one(result)
 
@@ -168,6 +169,7 @@ async def fail_lease(lease_id: str, request: Request) -> Response:
         retryable=body.retryable,
         retry_after_seconds=body.retry_after_seconds,
         timed_out=body.timed_out,
+        logs=body.logs,
     )
     (result,) = await hub(request).ack(call.tenant_id, [ack])
     return _one(result)
@@ -188,7 +190,12 @@ async def complete_leases(request: Request) -> Response:
     body = await json_body(request, CompleteBatchIn, batch=True)
     limit = services(request).settings.max_payload_bytes
     acks = [
-        Ack(item.lease_id, ok=True, result_json=_result(item.result, limit, f"items.{i}.result"))
+        Ack(
+            item.lease_id,
+            ok=True,
+            result_json=_result(item.result, limit, f"items.{i}.result"),
+            logs=item.logs,
+        )
         for i, item in enumerate(body.items)
     ]
     results = await hub(request).ack(call.tenant_id, acks)
@@ -213,6 +220,7 @@ async def fail_leases(request: Request) -> Response:
             retryable=item.retryable,
             retry_after_seconds=item.retry_after_seconds,
             timed_out=item.timed_out,
+            logs=item.logs,
         )
         for item in body.items
     ]

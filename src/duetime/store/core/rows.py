@@ -147,6 +147,8 @@ def attempt(r: Row, d: type[Decode]) -> Attempt:
         http_status=r["http_status"],
         duration_ms=r["duration_ms"],
         worker=r["worker"],
+        logs=r["logs"],
+        response=r["response"],
     )
 
 
@@ -238,7 +240,7 @@ def history_fields(text: str | None, d: type[Decode]) -> dict[str, Any] | None:
 
 _EVENT_COLUMNS = (
     "id", "kind", "schedule_id", "name", "queue", "from_status", "to_status", "actor", "attempt",
-    "outcome", "error", "http_status", "duration_ms", "worker",
+    "outcome", "error", "http_status", "duration_ms", "worker", "logs", "response",
 )  # fmt: skip
 
 

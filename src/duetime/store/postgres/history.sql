@@ -67,7 +67,8 @@ RETURNING t.id::text AS id, t.tenant_id, t.name, t.queue, t.status, t.schedule_i
 -- are NULL fold away, the index that fits is picked, partitions are pruned by the time range.
 -- name: history_query
 SELECT at, id, kind, task_id, schedule_id, name, queue, labels, from_status, to_status, actor,
-       fields, attempt, started_at, outcome, error, http_status, duration_ms, worker
+       fields, attempt, started_at, outcome, error, http_status, duration_ms, worker, logs,
+       response
 FROM history
 WHERE tenant_id = :tenant_id
   AND (:task_id::uuid IS NULL OR task_id = :task_id)
@@ -89,7 +90,7 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 -- The attempts of a task that left the hot store, from its history records.
 -- name: history_attempts
 SELECT task_id, attempt AS number, started_at, at AS finished_at, outcome, error, http_status,
-       duration_ms, worker
+       duration_ms, worker, logs, response
 FROM history
 WHERE task_id = :task_id AND tenant_id = :tenant_id AND kind = 'attempt'
 ORDER BY attempt;

@@ -7,6 +7,6 @@
 -- name: history_month_rows
 SELECT at, id, tenant_id, kind, task_id::text AS task_id, schedule_id, name, queue,
        labels::text AS labels, from_status, to_status, actor, fields::text AS fields, attempt,
-       started_at, outcome, error, http_status, duration_ms, worker
+       started_at, outcome, error, http_status, duration_ms, worker, logs, response
 FROM history WHERE at >= :lo AND at < :hi
 ORDER BY tenant_id DESC, name DESC NULLS FIRST, at, id;

@@ -36,7 +36,7 @@ from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.driver import PgDecode as D
 from duetime.store.postgres.rows import task_input_records
 from duetime.store.postgres.signals import PgSignal
-from duetime.store.recorded import recordable, recorded_result
+from duetime.store.recorded import recordable, recorded_logs, recorded_result
 from duetime.store.sql import load
 from duetime.types import (
     ClaimRequest,
@@ -443,6 +443,8 @@ class PgHot:
                 c.http_status,
                 None if c.retry_delay_seconds is None else float(c.retry_delay_seconds),
                 c.worker,
+                c.logs,
+                c.response,
             )
             for c in batch
         ]
@@ -464,19 +466,28 @@ class PgHot:
         return {(str(r["id"]), str(r["lease_id"])): _STATUS[r["status"]] for r in found}
 
     async def task_complete_leased(
-        self, tenant_id: str, lease_ids: Sequence[str], results: Sequence[str | None]
+        self,
+        tenant_id: str,
+        lease_ids: Sequence[str],
+        results: Sequence[str | None],
+        logs: Sequence[str | None] | None = None,
     ) -> dict[str, tuple[str, str]]:
         """End succeeded attempts by lease id in one statement, without reading the tasks first
         (see :class:`~duetime.store.protocols.LeaseCompleter`)."""
         wanted: dict[str, str | None] = {}
+        attached: dict[str, str] = {}  # lease id -> logs, for the few completions with logs
         repeated: set[str] = set()
-        for lease_id, result in zip(lease_ids, results, strict=True):
+        for i, (lease_id, result) in enumerate(zip(lease_ids, results, strict=True)):
             if lease_id in wanted:
                 repeated.add(lease_id)  # the general path answers the repeat "stale"
             elif is_uuid(lease_id):
                 wanted[lease_id] = None if result is None else recorded_result(result)
+                text = None if logs is None else logs[i]
+                if text is not None:
+                    attached[lease_id] = recorded_logs(text)
         for lease_id in repeated:
             wanted.pop(lease_id, None)
+            attached.pop(lease_id, None)
         if not wanted:
             return {}
         async with self._connection() as conn:
@@ -486,6 +497,8 @@ class PgHot:
                     now=self._pinned(),
                     lease_ids=list(wanted),
                     results=list(wanted.values()),
+                    # None (no logs at all, the usual case): unnest pads it with NULLs.
+                    logs=[attached.get(x) for x in wanted] if attached else None,
                     tenant_id=tenant_id,
                 )
             )

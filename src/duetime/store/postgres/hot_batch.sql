@@ -390,27 +390,28 @@ done AS (
       -- heartbeat that landed after the reaper read it wins.
       AND (c.outcome <> 'lease_expired' OR t.lease_expires_at <= coalesce(:now::timestamptz, now()))
     RETURNING t.id, c.lease_id, t.status, t.has_dependents, t.attempts, c.outcome,
-              c.started_at, c.duration_ms, c.error, c.http_status, c.worker, t.tenant_id,
-              t.queue
+              c.started_at, c.duration_ms, c.error, c.http_status, c.worker, c.logs, c.response,
+              t.tenant_id, t.queue
 ),
 att AS (
     INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error,
-                          http_status, duration_ms, worker)
+                          http_status, duration_ms, worker, logs, response)
     SELECT d.id, d.attempts, d.started_at, coalesce(:now::timestamptz, now()), d.outcome, d.error,
-           d.http_status, d.duration_ms, d.worker
+           d.http_status, d.duration_ms, d.worker, d.logs, d.response
     FROM done d
     ON CONFLICT DO NOTHING
 )
 SELECT id, lease_id, status, has_dependents, tenant_id, queue FROM done;
 
 -- name: task_complete_leased
--- Lease API, succeeded attempts by lease id alone (:lease_ids, :results, of :tenant_id): no read
--- of the tasks beforehand. Each lease is found by one probe of tasks_lease_id_idx and its task
--- then by primary key (as in task_heartbeat). The lease is the fence, as in task_complete_many;
--- tasks with dependents are left to that statement, which settles them in a transaction.
+-- Lease API, succeeded attempts by lease id alone (:lease_ids, :results, :logs of :tenant_id):
+-- no read of the tasks beforehand. Each lease is found by one probe of tasks_lease_id_idx and
+-- its task then by primary key (as in task_heartbeat). The lease is the fence, as in
+-- task_complete_many; tasks with dependents are left to that statement, which settles them in a
+-- transaction. :logs may be NULL (no completion has logs): unnest pads it with NULLs.
 WITH l AS MATERIALIZED (
-    SELECT x.id, l.lease_id, l.result
-    FROM unnest(:lease_ids::uuid[], :results::text[]) AS l (lease_id, result)
+    SELECT x.id, l.lease_id, l.result, l.logs
+    FROM unnest(:lease_ids::uuid[], :results::text[], :logs::text[]) AS l (lease_id, result, logs)
     CROSS JOIN LATERAL (
         SELECT id FROM tasks WHERE lease_id = l.lease_id AND status = 'running'
         ORDER BY lease_id LIMIT 1
@@ -429,17 +430,17 @@ done AS (
     WHERE t.id = l.id AND t.lease_id = l.lease_id AND t.tenant_id = :tenant_id AND NOT t.has_dependents
       -- A worker id over the attempts' 256-byte limit is cut by the general path (recordable).
       AND octet_length(coalesce(t.worker_id, '')) <= 256
-    RETURNING t.id, l.lease_id, t.queue, t.attempts, t.started_at, t.worker_id
+    RETURNING t.id, l.lease_id, t.queue, t.attempts, t.started_at, t.worker_id, l.logs
 ),
 att AS (
     INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error,
-                          http_status, duration_ms, worker)
+                          http_status, duration_ms, worker, logs)
     SELECT d.id, d.attempts, coalesce(d.started_at, coalesce(:now::timestamptz, now())),
            coalesce(:now::timestamptz, now()), 'succeeded', NULL, NULL,
            greatest(0, extract(epoch FROM coalesce(:now::timestamptz, now())
                                           - coalesce(d.started_at, coalesce(:now::timestamptz, now()))
                                ) * 1000)::float8,
-           d.worker_id
+           d.worker_id, d.logs
     FROM done d
     ON CONFLICT DO NOTHING
 )

@@ -80,7 +80,7 @@ SELECT 1;
 
 -- name: history_attempts
 SELECT task_id, attempt AS number, started_at, at AS finished_at, outcome, error, http_status,
-       duration_ms, worker
+       duration_ms, worker, logs, response
 FROM history
 WHERE task_id = :task_id AND tenant_id = :tenant_id AND kind = 'attempt'
 ORDER BY attempt;

@@ -303,6 +303,8 @@ def task_complete_many(
                 "http_status": done.http_status,
                 "duration_ms": float(done.duration_ms),
                 "worker": done.worker,
+                "logs": done.logs,
+                "response": done.response,
             }
         )
         wake.due |= status is TaskStatus.RETRYING

@@ -262,7 +262,7 @@ RETURNING tasks.id, tasks.status, tasks.attempts, tasks.has_dependents,
 
 -- name: attempt_insert
 INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error, http_status,
-                      duration_ms, worker)
+                      duration_ms, worker, logs, response)
 VALUES (:task_id, :number, :started_at, :now, :outcome, :error, :http_status, :duration_ms,
-        :worker)
+        :worker, :logs, :response)
 ON CONFLICT (task_id, number) DO NOTHING;

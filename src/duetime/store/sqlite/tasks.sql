@@ -77,7 +77,7 @@ RETURNING *;
 -- One row with a NULL number when the task exists without attempts; none when it is not ours.
 -- name: attempt_list
 SELECT t.id AS task_id, a.number, a.started_at, a.finished_at, a.outcome, a.error,
-       a.http_status, a.duration_ms, a.worker
+       a.http_status, a.duration_ms, a.worker, a.logs, a.response
 FROM tasks AS t LEFT JOIN attempts AS a ON a.task_id = t.id
 WHERE t.id = :id AND t.tenant_id = :tenant_id
 ORDER BY a.number;
