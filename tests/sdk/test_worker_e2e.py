@@ -47,7 +47,10 @@ worker = Worker(
 )
 
 def mark(job):
-    (MARKS / f"{job.id}.{job.attempt}").write_text(job.lease_id)
+    # Written aside, then renamed: a reader that sees the mark sees all of it.
+    aside = MARKS / f".{job.id}.{job.attempt}"
+    aside.write_text(job.lease_id)
+    aside.rename(MARKS / f"{job.id}.{job.attempt}")
 
 @worker.handler("block")
 def block(job):
