@@ -121,6 +121,8 @@ class Dispatcher(Service):
         """Deliveries in flight by tenant."""
         self._seen: dict[str, float] = {}
         """When each tenant last had a delivery here (monotonic)."""
+        self._capped = False
+        """The last claim left a tenant no room (it held its share of slots)."""
         self._weights_by: dict[str, int] = {}
         """Every tenant's weight, read from the store at ``_weights_at``."""
         self._weights_at = -float("inf")
@@ -193,6 +195,7 @@ class Dispatcher(Service):
         if self._circuits is not None:
             await self._adopt_circuits()
         rooms, other = await self._rooms()
+        self._capped = any(room == 0 for room in rooms.values())
         leases = await self._store.task_claim(
             ClaimRequest(
                 worker_id=self._node_id,
@@ -255,6 +258,17 @@ class Dispatcher(Service):
             while self._free() < self._low_water and not self.stopping:
                 self._slot_free.clear()
                 await self._slot_free.wait()
+        elif did == 0 and self._capped:
+            # Nothing claimed while a tenant holds its share: its next ended delivery gives it
+            # room again, so a freed slot wakes us as well as new work does.
+            self._slot_free.clear()
+            freed = asyncio.ensure_future(self._slot_free.wait())
+            ready = asyncio.ensure_future(self._store.ready_signal.wait(self._poll))
+            try:
+                await asyncio.wait({freed, ready}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in (freed, ready):
+                    waiter.cancel()
         elif did == 0:
             await self._store.ready_signal.wait(self._poll)
 

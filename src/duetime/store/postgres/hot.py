@@ -58,6 +58,8 @@ log = logging.getLogger("duetime.store")
 Q = load(__package__ or "", "postgres", "hot_batch.sql")
 _STATUS = {s.value: s for s in TaskStatus}
 _DEADLOCK_RETRIES = 3
+SOLE_SECONDS = 0.1
+"""How long push claims that came back full for a single tenant skip reading who has ready work."""
 LIMITED_CACHE_SECONDS = 1.0
 """How long a store trusts its list of queues with a ``max_concurrency``."""
 
@@ -80,6 +82,7 @@ class PgHot:
     _limited: tuple[tuple[str, str], ...] = ()
     _limited_set: frozenset[tuple[str, str]] = frozenset()
     _limited_tenants: Mapping[str, int] = MappingProxyType({})
+    _sole: tuple[str, float] | None = None
 
     def _pinned(self) -> datetime | None:
         raise NotImplementedError
@@ -243,16 +246,22 @@ class PgHot:
             "exclude": request.excluded_tenants,
         }
         if kind == "push":
-            # Who has ready work is read before the transaction: with nothing ready (an idle
-            # poll, or a wake-up for a limited queue only) no transaction is begun.
-            async with self._on(conn) as c:
-                ready = await c.fetch(*bind("ready_push_tenants", **params))
-            tenants = [(r["tenant_id"], r["weight"]) for r in ready]
+            tenants = cached = self._sole_tenant(request)
+            if tenants is None:
+                # Who has ready work is read before the transaction: with nothing ready (an
+                # idle poll, or a wake-up for a limited queue only) no transaction is begun.
+                async with self._on(conn) as c:
+                    ready = await c.fetch(*bind("ready_push_tenants", **params))
+                tenants = [(r["tenant_id"], r["weight"]) for r in ready]
             shares = rules.claim_shares(request.limit, tenants, request.room_of)
             found = []
             if shares:
                 async with self._within(conn) as tx:
                     found = await self._claim_push(tx, request, params, tenants, shares)
+            if len(tenants) != 1 or len(found) < request.limit:
+                self._sole = None
+            elif cached is None:  # only a read of who has work starts the period, never a claim
+                self._sole = (tenants[0][0], time.monotonic() + SOLE_SECONDS)
         else:
             if request.tenant_id is not None:
                 params["limit"] = rules.tenant_take(request, request.tenant_id, request.limit, {})
@@ -265,6 +274,18 @@ class PgHot:
         if room > 0:
             leases.extend(await self._claim_limited(conn, request, params, room, leases))
         return leases
+
+    def _sole_tenant(self, request: ClaimRequest) -> list[tuple[str, int]] | None:
+        """The one tenant the last push claims found, while they kept coming back full (a
+        burst): the claim goes to it without reading who has ready work. A tenant arriving
+        meanwhile is seen within :data:`SOLE_SECONDS`, or as soon as a claim comes back short."""
+        sole = self._sole
+        if sole is None or sole[1] < time.monotonic() or request.names or request.queue:
+            return None
+        tenant, room = sole[0], request.room_of(sole[0])
+        if request.tenant_id not in (None, tenant) or (room is not None and room < request.limit):
+            return None  # another tenant may have the rest
+        return [(tenant, 1)]
 
     @asynccontextmanager
     async def _within(self, conn: Conn | None) -> AsyncIterator[Conn]:
