@@ -457,7 +457,7 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
                     "tasks_ready_push_idx",
                     claim
                     | {"types": "'{http}'", "queue": "NULL", "tenant_id": "NULL"}
-                    | {"tenant_ids": "'{t}'", "shares": "'{10}'"},
+                    | {"tenant_ids": "'{t}'", "queues": "'{default}'", "shares": "'{10}'"},
                 ),
                 "task_claim_worker": (
                     "tasks_ready_worker_idx",
@@ -498,6 +498,7 @@ _TYPES = {
     "results": "text[]",
     "logs": "text[]",
     "tenant_ids": "text[]",
+    "queues": "text[]",
     "shares": "int[]",
     "exclude": "text[]",
 }

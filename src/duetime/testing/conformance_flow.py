@@ -14,7 +14,11 @@ from duetime.clock import FakeClock
 from duetime.store.protocols import Store
 from duetime.testing.conformance import HTTP, PUSH_TYPES, _create, _drain, _succeed, _tenant
 from duetime.testing.conformance_queues import _dispatch, _ids, _lease_for, _tasks
-from duetime.types import ClaimRequest, Lease, QueueSettings, TenantQuotas
+from duetime.types import ClaimRequest, Lease, QueueSettings, Task, TenantQuotas
+
+
+def _ids_of(tasks: list[Task]) -> set[str]:
+    return {t.id for t in tasks}
 
 
 def _tenants(leases: list[Lease]) -> Counter[str]:
@@ -161,6 +165,29 @@ async def test_push_claims_follow_tenant_weights(store: Store, clock: FakeClock)
     # Within a tenant, priority and due order still hold.
     top = await _create(store, b, target=HTTP, priority=9)
     assert top.id in _ids(await _dispatch(store, 2))
+
+
+async def test_push_claims_keep_priority_across_a_tenants_queues(
+    store: Store, clock: FakeClock
+) -> None:
+    """task_claim (push): a tenant's share is taken in priority and due order across all its
+    queues; the backlog of its paused and limited queues does not stand in the way, and a
+    limited queue still gets its room."""
+    a = await _tenant(store, "a")
+    await store.queue_put(a, "held", QueueSettings(paused=True))
+    await store.queue_put(a, "limited", QueueSettings(max_concurrency=2))
+    await _tasks(store, a, 30, queue="held", target=HTTP, priority=50)
+    await _tasks(store, a, 30, queue="limited", target=HTTP, priority=50)
+    low = await _tasks(store, a, 3, queue="x", target=HTTP, priority=1)
+    high = await _tasks(store, a, 2, queue="y", target=HTTP, priority=7)
+    mid = await _tasks(store, a, 2, queue="z", target=HTTP, priority=3)
+    got = await _dispatch(store, 4)
+    ids = [lease.task.id for lease in got]
+    assert [set(ids[:2]), set(ids[2:])] == [_ids_of(high), _ids_of(mid)]  # in claim order
+    rest = await _dispatch(store, 10)
+    assert {lease.task.id for lease in rest if lease.task.queue == "x"} == _ids_of(low)
+    assert [lease.task.queue for lease in rest].count("limited") == 2
+    assert len(rest) == 5
 
 
 # -- tenant quota: max_concurrency ---------------------------------------------------------------

@@ -190,6 +190,23 @@ Cap = Callable[[str], "int | None"]
 """How many a claim may take from a tenant (None: no bound): :meth:`ClaimRequest.room_of`."""
 
 
+ReadyQueue = tuple[str, str, int]
+"""A (tenant id, queue, tenant weight) with ready push work a claim may take."""
+
+
+def ready_tenants(
+    ready: Iterable[ReadyQueue],
+) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
+    """The tenants of ``ready`` with their weights (the input of :func:`claim_shares`), and each
+    one's queues, both in the order given."""
+    tenants: dict[str, int] = {}
+    queues: dict[str, list[str]] = {}
+    for tenant, queue, weight in ready:
+        tenants.setdefault(tenant, weight)
+        queues.setdefault(tenant, []).append(queue)
+    return list(tenants.items()), queues
+
+
 def _no_cap(tenant_id: str) -> int | None:
     return None
 

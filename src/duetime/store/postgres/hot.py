@@ -82,7 +82,7 @@ class PgHot:
     _limited: tuple[tuple[str, str], ...] = ()
     _limited_set: frozenset[tuple[str, str]] = frozenset()
     _limited_tenants: Mapping[str, int] = MappingProxyType({})
-    _sole: tuple[str, float] | None = None
+    _sole: tuple[list[rules.ReadyQueue], float] | None = None
 
     def _pinned(self) -> datetime | None:
         raise NotImplementedError
@@ -233,6 +233,7 @@ class PgHot:
         self, conn: Conn | None, kind: rules.ClaimKind, request: ClaimRequest
     ) -> list[Lease]:
         """The claim itself, on ``conn`` (inside its transaction) or on pooled connections."""
+        held: set[tuple[str, str]] | None = None  # (tenant, queue)s with held ready work
         params = {
             "now": self._pinned(),
             "types": sorted(t.value for t in request.target_types),
@@ -246,22 +247,24 @@ class PgHot:
             "exclude": request.excluded_tenants,
         }
         if kind == "push":
-            tenants = cached = self._sole_tenant(request)
-            if tenants is None:
+            ready = cached = self._sole_tenant(request)
+            if ready is None:
                 # Who has ready work is read before the transaction: with nothing ready (an
                 # idle poll, or a wake-up for a limited queue only) no transaction is begun.
                 async with self._on(conn) as c:
-                    ready = await c.fetch(*bind("ready_push_tenants", **params))
-                tenants = [(r["tenant_id"], r["weight"]) for r in ready]
+                    found = await c.fetch(*bind("ready_push_queues", **params))
+                ready = [(r["tenant_id"], r["queue"], r["weight"]) for r in found if not r["held"]]
+                held = {(r["tenant_id"], r["queue"]) for r in found if r["held"]}
+            tenants, queues = rules.ready_tenants(ready)
             shares = rules.claim_shares(request.limit, tenants, request.room_of)
             found = []
             if shares:
                 async with self._within(conn) as tx:
-                    found = await self._claim_push(tx, request, params, tenants, shares)
+                    found = await self._claim_push(tx, request, params, tenants, queues, shares)
             if len(tenants) != 1 or len(found) < request.limit:
                 self._sole = None
             elif cached is None:  # only a read of who has work starts the period, never a claim
-                self._sole = (tenants[0][0], time.monotonic() + SOLE_SECONDS)
+                self._sole = (ready, time.monotonic() + SOLE_SECONDS)
         else:
             if request.tenant_id is not None:
                 params["limit"] = rules.tenant_take(request, request.tenant_id, request.limit, {})
@@ -272,20 +275,23 @@ class PgHot:
         leases = sorted((rows.lease(r, D) for r in found), key=rules.claim_order)
         room = request.limit - len(leases)
         if room > 0:
-            leases.extend(await self._claim_limited(conn, request, params, room, leases))
+            leases.extend(await self._claim_limited(conn, request, params, room, leases, held))
         return leases
 
-    def _sole_tenant(self, request: ClaimRequest) -> list[tuple[str, int]] | None:
-        """The one tenant the last push claims found, while they kept coming back full (a
-        burst): the claim goes to it without reading who has ready work. A tenant arriving
-        meanwhile is seen within :data:`SOLE_SECONDS`, or as soon as a claim comes back short."""
+    def _sole_tenant(self, request: ClaimRequest) -> list[rules.ReadyQueue] | None:
+        """The one tenant's queues the last push claims found, while they kept coming back full
+        (a burst): the claim goes to them without reading who has ready work. A tenant or queue
+        arriving meanwhile is seen within :data:`SOLE_SECONDS`, or as soon as a claim comes
+        back short."""
         sole = self._sole
         if sole is None or sole[1] < time.monotonic() or request.names or request.queue:
             return None
-        tenant, room = sole[0], request.room_of(sole[0])
+        ready = sole[0]
+        tenant = ready[0][0]
+        room = request.room_of(tenant)
         if request.tenant_id not in (None, tenant) or (room is not None and room < request.limit):
             return None  # another tenant may have the rest
-        return [(tenant, 1)]
+        return ready
 
     @asynccontextmanager
     async def _within(self, conn: Conn | None) -> AsyncIterator[Conn]:
@@ -311,9 +317,11 @@ class PgHot:
         request: ClaimRequest,
         params: dict[str, Any],
         tenants: list[tuple[str, int]],
+        queues: Mapping[str, list[str]],
         shares: list[tuple[str, int]],
     ) -> list[asyncpg.Record]:
-        """Each tenant with ready push work takes its share, in rounds (see the rules)."""
+        """Each tenant with ready push work takes its share from its ``queues``, in rounds
+        (see the rules)."""
         limit, cap = request.limit, request.room_of
         # The transaction costs ~0.4 ms per claim; keeping it for backlogs only measured slower
         # bursts (docs/benchmarks.md, third session).
@@ -324,8 +332,9 @@ class PgHot:
             got = await conn.fetch(
                 *bind(
                     "task_claim_push",
-                    tenant_ids=[t for t, _ in shares],
-                    shares=[n for _, n in shares],
+                    tenant_ids=[t for t, _ in shares for _ in queues[t]],
+                    queues=[q for t, _ in shares for q in queues[t]],
+                    shares=[n for t, n in shares for _ in queues[t]],
                     **params,
                 )
             )
@@ -361,6 +370,7 @@ class PgHot:
         params: dict[str, Any],
         room: int,
         claimed: list[Lease],
+        held: set[tuple[str, str]] | None,
     ) -> list[Lease]:
         """Claim from limited queues, one short transaction each: ``SELECT ... FOR UPDATE`` of
         the queue's row (serializing that queue's claimers on every node), then a claim whose
@@ -377,11 +387,17 @@ class PgHot:
         if not wanted:
             return []
         kind = rules.claim_targets(request)
-        # Lock only queues that have something to claim: one cheap read first.
-        tenants, queues = [t for t, _ in wanted], [n for _, n in wanted]
-        async with self._on(conn) as c:
-            found = await c.fetch(*bind(_PROBE[kind], tenant_ids=tenants, queues=queues, **params))
-        ready = [(r["tenant_id"], r["name"]) for r in found]
+        # Lock only queues that have something to claim: what the push claim read already
+        # (``held``), or one cheap read.
+        if held is not None:
+            ready = [q for q in wanted if q in held]
+        else:
+            tenants, queues = [t for t, _ in wanted], [n for _, n in wanted]
+            async with self._on(conn) as c:
+                found = await c.fetch(
+                    *bind(_PROBE[kind], tenant_ids=tenants, queues=queues, **params)
+                )
+            ready = [(r["tenant_id"], r["name"]) for r in found]
         random.shuffle(ready)
         leases: list[Lease] = []
         by_tenant = Counter(lease.task.tenant_id for lease in claimed)

@@ -91,49 +91,66 @@ AND NOT EXISTS (
     SELECT 1 FROM queues q
     WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND (q.paused OR q.limited))
 
--- name: ready_push_tenants
--- The tenants with ready push tasks, and their weights: a skip scan of tasks_ready_push_idx's
--- first column (one index probe per tenant, however long each one's backlog, when the claim names no
--- queue or names), for the shares of
--- task_claim_push (duetime.store.core.hot.claim_shares).
-WITH RECURSIVE active (tenant_id) AS (
-    (SELECT tenant_id FROM tasks
+-- name: ready_push_queues
+-- The (tenant, queue)s with ready push tasks, their tenant's weight, and whether the queue holds
+-- them back (paused or limited: task_claim_push skips it, the limited path claims it): a skip
+-- scan of tasks_ready_push_idx's first two columns, one index probe per (tenant, queue) however
+-- long its backlog, for the shares of task_claim_push (duetime.store.core.hot.claim_shares).
+WITH RECURSIVE active (tenant_id, queue) AS (
+    (SELECT tenant_id, queue FROM tasks
      WHERE status = 'ready' AND target_type <> 'worker'
        AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id)
        AND (:queue::text IS NULL OR queue = :queue)
        AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
-     ORDER BY tenant_id LIMIT 1)
+     ORDER BY tenant_id, queue LIMIT 1)
     UNION ALL
-    SELECT (SELECT t.tenant_id FROM tasks t
-            WHERE t.status = 'ready' AND t.target_type <> 'worker' AND t.tenant_id > a.tenant_id
-              AND (:tenant_id::text IS NULL OR t.tenant_id = :tenant_id)
-              AND (:queue::text IS NULL OR t.queue = :queue)
-              AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
-            ORDER BY t.tenant_id LIMIT 1)
-    FROM active a WHERE a.tenant_id IS NOT NULL
+    SELECT n.tenant_id, n.queue
+    FROM active a CROSS JOIN LATERAL (
+        SELECT t.tenant_id, t.queue FROM tasks t
+        WHERE t.status = 'ready' AND t.target_type <> 'worker'
+          AND (t.tenant_id, t.queue) > (a.tenant_id, a.queue)
+          AND (:tenant_id::text IS NULL OR t.tenant_id = :tenant_id)
+          AND (:queue::text IS NULL OR t.queue = :queue)
+          AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
+        ORDER BY t.tenant_id, t.queue LIMIT 1
+    ) AS n
 )
-SELECT a.tenant_id, coalesce(tn.weight, 1) AS weight
+SELECT a.tenant_id, a.queue, coalesce(tn.weight, 1) AS weight,
+       EXISTS (SELECT 1 FROM queues q
+               WHERE q.tenant_id = a.tenant_id AND q.name = a.queue
+                 AND (q.paused OR q.limited)) AS held
 FROM active a LEFT JOIN tenants tn ON tn.id = a.tenant_id
-WHERE a.tenant_id IS NOT NULL AND a.tenant_id <> ALL(:exclude::text[]);
+WHERE a.tenant_id <> ALL(:exclude::text[]);
 
 -- name: task_claim_push
--- Dispatcher: each tenant (:tenant_ids) takes its share (:shares) of the claim, in its own
--- priority and due order, via tasks_ready_push_idx. The literal target_type predicate lets even
--- a generic plan use the index.
-WITH picked AS (
-    SELECT x.id
-    FROM unnest(:tenant_ids::text[], :shares::int[]) AS s (tenant_id, n)
+-- Dispatcher: each tenant takes its share (:shares) of the claim, in its own priority and due
+-- order across its queues (:tenant_ids, :queues, :shares pairwise, a tenant's share repeated for
+-- each of its queues): up to a share from each queue via tasks_ready_push_idx, then the best of
+-- them per tenant. The queue test runs in the claim's snapshot (a queue paused or limited since
+-- ready_push_queues read it is skipped). The literal target_type predicate lets even a generic
+-- plan use the index.
+WITH found AS (
+    SELECT x.id, s.tenant_id, s.n, x.priority, x.due_at
+    FROM unnest(:tenant_ids::text[], :queues::text[], :shares::int[]) AS s (tenant_id, queue, n)
     CROSS JOIN LATERAL (
-        SELECT id FROM tasks
-        WHERE status = 'ready' AND target_type <> 'worker' AND tenant_id = s.tenant_id
+        SELECT id, priority, due_at FROM tasks
+        WHERE status = 'ready' AND target_type <> 'worker'
+          AND tenant_id = s.tenant_id AND queue = s.queue
           AND target_type = ANY(:types::text[])
-          AND (:queue::text IS NULL OR queue = :queue)
           AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
-          -- include: claimable_queue
         ORDER BY priority DESC, due_at
         LIMIT s.n
         FOR UPDATE SKIP LOCKED
     ) AS x
+    WHERE NOT EXISTS (
+        SELECT 1 FROM queues q
+        WHERE q.tenant_id = s.tenant_id AND q.name = s.queue AND (q.paused OR q.limited))
+), picked AS (
+    SELECT id FROM (
+        SELECT id, n, row_number() OVER (
+            PARTITION BY tenant_id ORDER BY priority DESC, due_at) AS rank
+        FROM found) AS ranked
+    WHERE rank <= n
 )
 -- include: claim_lease
 

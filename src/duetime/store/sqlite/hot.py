@@ -9,12 +9,13 @@ They stay functions on the connection, not plans: ``executemany`` and the claim'
 from __future__ import annotations
 
 import functools
+import heapq
 import operator
 import random
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from duetime.ids import new_id
@@ -33,7 +34,6 @@ from duetime.types import (
     CompletionResult,
     Lease,
     NewTask,
-    TargetType,
     Task,
     TaskCreated,
     TaskStatus,
@@ -176,16 +176,24 @@ def task_claim(
         "limit": request.limit,
         "exclude": dumps(request.excluded_tenants),
     }
+    held: set[tuple[str, str]] = set()
     if kind == "push":
-        tenants = [(t, w) for t, w in conn.execute(Q["ready_push_tenants"], params)]
+        ready: list[rules.ReadyQueue] = []
+        for tenant_id, queue, weight, is_held in _ready_push_queues(conn, params):
+            if tenant_id in request.excluded_tenants:
+                continue
+            if is_held:
+                held.add((tenant_id, queue))
+            else:
+                ready.append((tenant_id, queue, weight))
+        tenants, queues = rules.ready_tenants(ready)
         shares = rules.claim_shares(request.limit, tenants, request.room_of)
         leases: list[Lease] = []
         taken: Counter[str] = Counter()
         for _ in range(rules.MAX_SHARE_ROUNDS):
             got: dict[str, int] = {}
             for tenant_id, share in shares:
-                one = {**params, "tenant_id": tenant_id, "limit": share}
-                claimed_now = _claimed(conn.execute(Q["task_claim_push"], one))
+                claimed_now = _claim_push(conn, params, tenant_id, queues[tenant_id], share)
                 got[tenant_id] = len(claimed_now)
                 leases.extend(claimed_now)
             if len(tenants) <= 1:
@@ -204,10 +212,9 @@ def task_claim(
     room = request.limit - len(leases)
     if room <= 0:
         return leases
-    if TargetType.WORKER in request.target_types:
-        limited = _dicts(conn.execute(Q["queue_limited"], params))
-    else:  # the dispatcher: only limited queues with ready push tasks
-        limited = _dicts(conn.execute(Q["queue_limited_ready_push"], params))
+    limited = _dicts(conn.execute(Q["queue_limited"], params))
+    if kind == "push":  # the dispatcher: only limited queues with ready push tasks
+        limited = [q for q in limited if (q["tenant_id"], q["name"]) in held]
     random.shuffle(limited)  # no tenant's limited queue always goes first
     worker_only = rules.claim_targets(request) == "worker"
     by_tenant = Counter(lease.task.tenant_id for lease in leases)
@@ -241,7 +248,42 @@ def task_claim(
     return leases
 
 
-_CLAIM = {"push": "task_claim_push", "worker": "task_claim_worker", "any": "task_claim_any"}
+_CLAIM = {"worker": "task_claim_worker", "any": "task_claim_any"}
+
+
+def _ready_push_queues(
+    conn: sqlite3.Connection, params: dict[str, Any]
+) -> Iterator[tuple[str, str, int, bool]]:
+    """Each (tenant, queue) with ready push tasks: its tenant's weight and whether the queue
+    holds them back (paused or limited), one index probe each (``ready_push_queue_next``)."""
+    after = ("", "")
+    while True:
+        step = {**params, "after_tenant": after[0], "after_queue": after[1]}
+        found = conn.execute(Q["ready_push_queue_next"], step).fetchone()
+        if found is None:
+            return
+        tenant_id, queue, weight, held = found
+        yield tenant_id, queue, weight, bool(held)
+        after = (tenant_id, queue)
+
+
+def _claim_push(
+    conn: sqlite3.Connection, params: dict[str, Any], tenant_id: str, queues: list[str], n: int
+) -> list[Lease]:
+    """A tenant's share ``n`` of a push claim, in its priority and due order across ``queues``:
+    one claim for one queue, else up to ``n`` picked from each and the best ``n`` of them."""
+    one = {**params, "tenant_id": tenant_id, "limit": n}
+    if len(queues) == 1:
+        return _claimed(conn.execute(Q["task_claim_push"], {**one, "queue": queues[0]}))
+    picks = [
+        (-priority, due_at, rowid)
+        for queue in queues
+        for rowid, priority, due_at in conn.execute(
+            Q["task_ready_push_pick"], {**one, "queue": queue}
+        )
+    ]
+    best = [rowid for _, _, rowid in heapq.nsmallest(n, picks)]
+    return _claimed(conn.execute(Q["task_claim_rowids"], {**one, "rowids": dumps(best)}))
 
 
 def _claimed(cursor: sqlite3.Cursor) -> list[Lease]:

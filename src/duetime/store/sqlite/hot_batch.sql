@@ -49,41 +49,53 @@ AND NOT EXISTS (
     SELECT 1 FROM queues AS q
     WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND (q.paused OR q.limited))
 
--- The tenants with ready push tasks, and their weights: a skip scan of tasks_ready_push's first
--- column (one index probe per tenant, however long each one's backlog, when the claim names no
--- queue or names), for the shares of
--- task_claim_push (duetime.store.core.hot.claim_shares).
--- name: ready_push_tenants
-WITH RECURSIVE active (tenant_id) AS (
-    SELECT (SELECT min(tenant_id) FROM tasks
-            WHERE status = 'ready' AND target_type <> 'worker'
-              AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
-              AND (:queue IS NULL OR queue = :queue)
-              AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names))))
-    UNION ALL
-    SELECT (SELECT min(t.tenant_id) FROM tasks AS t
-            WHERE t.status = 'ready' AND t.target_type <> 'worker' AND t.tenant_id > a.tenant_id
-              AND (:tenant_id IS NULL OR t.tenant_id = :tenant_id)
-              AND (:queue IS NULL OR t.queue = :queue)
-              AND (:names IS NULL OR t.name IN (SELECT value FROM json_each(:names))))
-    FROM active AS a WHERE a.tenant_id IS NOT NULL
-)
-SELECT a.tenant_id, coalesce(tn.weight, 1) AS weight
-FROM active AS a LEFT JOIN tenants AS tn ON tn.id = a.tenant_id
-WHERE a.tenant_id IS NOT NULL
-  AND a.tenant_id NOT IN (SELECT value FROM json_each(:exclude));
+-- The next (tenant, queue) after (:after_tenant, :after_queue) with ready push tasks, its
+-- tenant's weight, and whether the queue holds its tasks back (paused or limited): one probe of
+-- tasks_ready_push's first two columns. The caller steps through them all (a skip scan: one
+-- probe per (tenant, queue), however long its backlog).
+-- name: ready_push_queue_next
+SELECT tenant_id, queue,
+       coalesce((SELECT weight FROM tenants WHERE id = tasks.tenant_id), 1) AS weight,
+       EXISTS (SELECT 1 FROM queues AS q
+               WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+                 AND (q.paused OR q.limited)) AS held
+FROM tasks
+WHERE status = 'ready' AND target_type <> 'worker'
+  AND (tenant_id, queue) > (:after_tenant, :after_queue)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+ORDER BY tenant_id, queue
+LIMIT 1;
 
--- Push targets (the dispatcher) of one tenant (its share of the claim), via tasks_ready_push.
+-- Push targets (the dispatcher) of one tenant's queue, via tasks_ready_push: the tenant's share
+-- when it is its only queue with ready work. Pairs come from ready_push_queue_next in the same
+-- write transaction, so the queue is known to be claimable.
 -- name: task_claim_push
 -- include: claim_lease
     (SELECT rowid FROM tasks
-    WHERE status = 'ready' AND target_type <> 'worker' AND tenant_id = :tenant_id
+    WHERE status = 'ready' AND target_type <> 'worker'
+      AND tenant_id = :tenant_id AND queue = :queue
       AND target_type IN (SELECT value FROM json_each(:types))
-      AND (:queue IS NULL OR queue = :queue)
       AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
-      -- include: claimable_queue
     ORDER BY priority DESC, due_at
     LIMIT :limit)
+RETURNING *, rowid AS claim_rowid;
+
+-- A tenant with several queues: up to its share from each (this, per queue), merged by the
+-- caller in claim order, then task_claim_rowids.
+-- name: task_ready_push_pick
+SELECT rowid, priority, due_at FROM tasks
+WHERE status = 'ready' AND target_type <> 'worker'
+  AND tenant_id = :tenant_id AND queue = :queue
+  AND target_type IN (SELECT value FROM json_each(:types))
+  AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+ORDER BY priority DESC, due_at
+LIMIT :limit;
+
+-- name: task_claim_rowids
+-- include: claim_lease
+    (SELECT value FROM json_each(:rowids))
 RETURNING *, rowid AS claim_rowid;
 
 -- One tenant's queue: the lease API, via tasks_ready_worker.
@@ -143,23 +155,6 @@ WHERE limited AND paused = 0
   AND (:queue IS NULL OR name = :queue)
   AND tenant_id NOT IN (SELECT value FROM json_each(:exclude))
 ORDER BY tenant_id, name;
-
--- The same for push claims (the dispatcher), only queues with a ready push task: walks the
--- tasks_ready_push index (CROSS JOIN keeps tasks the outer loop), which holds only the ready push
--- tasks not yet taken, instead of every ready task of a limited queue.
--- name: queue_limited_ready_push
-SELECT DISTINCT q.tenant_id, q.name, q.max_concurrency, q.rate_limit_per_second, q.burst,
-       q.max_concurrency_per_key, q.tokens, q.tokens_at
-FROM tasks CROSS JOIN queues AS q
-    ON q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-WHERE tasks.status = 'ready' AND tasks.target_type <> 'worker'
-  AND tasks.target_type IN (SELECT value FROM json_each(:types))
-  AND (:names IS NULL OR tasks.name IN (SELECT value FROM json_each(:names)))
-  AND q.limited AND q.paused = 0
-  AND (:tenant_id IS NULL OR q.tenant_id = :tenant_id)
-  AND (:queue IS NULL OR q.name = :queue)
-  AND q.tenant_id NOT IN (SELECT value FROM json_each(:exclude))
-ORDER BY q.tenant_id, q.name;
 
 -- name: queue_tokens_put
 -- The bucket's time never goes back (as on PostgreSQL).
