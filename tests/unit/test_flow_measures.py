@@ -97,6 +97,14 @@ async def receiver() -> Any:
         server.close()
 
 
+def test_slot_gaps_pair_each_answer_with_the_arrival_that_took_its_slot() -> None:
+    # Two slots: arrivals at 0, 0 fill them; the answer at 1.0 frees one, taken at 1.25; the
+    # answer at 2.0 frees the other, taken at 2.5. The last two answers free nothing taken.
+    spans: list[fm.Interval] = [(0, 1.0), (0, 2.0), (1.25, 3.0), (2.5, 3.5)]
+    assert fm.slot_gaps(spans, 2) == [0.25, 0.5]
+    assert fm.slot_gaps(spans, 4) == []
+
+
 async def _stats_until(client: httpx.AsyncClient, receiver: str, inflight: int) -> Any:
     """The receiver's counters once ``inflight`` requests are open (polled; no fixed sleep)."""
     for _ in range(500):

@@ -172,3 +172,13 @@ def drain_rate(spans: Sequence[Interval]) -> float:
     first = min(s for s, _ in spans)
     last = max(e for _, e in spans if e is not None)
     return len(spans) / (last - first) if last > first else math.inf
+
+
+def slot_gaps(spans: Sequence[Interval], slots: int) -> list[float]:
+    """Seconds from each answer to the arrival that took its slot, sorted: with ``slots`` at
+    most in flight, the k-th answer frees the slot the (k + ``slots``)-th arrival takes (both in
+    time order). A drain's time beyond its handlers is in these gaps (the claim's round trip,
+    the completion's commit, the wake-up)."""
+    starts = sorted(s for s, _ in spans)
+    ends = sorted(e for _, e in spans if e is not None)
+    return sorted(starts[k + slots] - end for k, end in enumerate(ends[: len(starts) - slots]))

@@ -6,7 +6,8 @@ receivers (:mod:`duetime.bench.receiver`'s ``/delay/MS`` and ``/hang`` paths).
 - **max_concurrency drains**: for N = 5 and N = 50, ``N / 0.05 x DUETIME_BENCH_SECONDS``
   (default 5) webhook tasks with 50 ms handlers, due at one instant in a queue with
   ``max_concurrency`` N: the drain rate (from the first arrival to the last answer) against the bar
-  0.8 x N / 0.05, and the most requests in flight at the receiver (must be ≤ N).
+  0.8 x N / 0.05, the most requests in flight at the receiver (must be ≤ N), and the gap from
+  an answer to the arrival that takes its slot (p50, p99: the cost of a freed slot).
 - **serial keys**: ``max_concurrency_per_key`` 1, 16 keys x 12 tasks with 20 ms handlers, made
   while the queue is paused with mixed priorities and due times: keys whose tasks started out of
   (priority, due, creation) order, starts before the key's previous task was answered, and the
@@ -176,12 +177,15 @@ def _drain(base: str, receiver_url: str, limit: int, seconds: float) -> Figures:
     wait_queue_done(base, queue, count, timeout=seconds * 20 + 60)
     spans = fm.intervals(fm.first_records(records_of(receiver_url, ids)).values())
     prefix = f"mc{limit}_"
+    gaps = fm.slot_gaps(spans, limit)
     return {
         f"{prefix}tasks": float(count),
         f"{prefix}drain_per_s": fm.drain_rate(spans),
         f"{prefix}bar_per_s": 0.8 * limit / (HANDLER_MS / 1000),
         f"{prefix}max_in_flight": float(fm.max_overlap(spans)),
         f"{prefix}first_lag_s": min(s for s, _ in spans) - due,
+        f"{prefix}slot_gap_ms_p50": 1000 * percentile(gaps, 50),
+        f"{prefix}slot_gap_ms_p99": 1000 * percentile(gaps, 99),
     }
 
 

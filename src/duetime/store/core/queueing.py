@@ -112,12 +112,9 @@ class QueueingMethods(Runs):
     _over_budget: tuple[type[BaseException], ...] = ()
     """What a recount over its time budget raises (PostgreSQL's cancelled statement)."""
 
-    def _queues_changed(self) -> None:
-        """After :meth:`queue_put` commits (PostgreSQL drops its cache of limited queues)."""
-
     async def queue_put(self, tenant_id: str, name: str, settings: QueueSettings) -> Queue:
         queue = await self._run(queue_put(tenant_id, name, settings), write=True)
-        self._queues_changed()
+        self._limits_changed()
         return queue
 
     async def queue_get(self, tenant_id: str, name: str) -> Queue | None:

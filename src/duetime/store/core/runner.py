@@ -29,3 +29,7 @@ class Runs:
         statement, atomic by itself (the engine's hot path, no audit actor), so PostgreSQL skips
         BEGIN/COMMIT. Raises ``StoreUnavailable`` when the backend cannot be reached."""
         raise NotImplementedError
+
+    def _limits_changed(self) -> None:
+        """After a change of queue settings or tenant quotas commits (PostgreSQL drops its
+        cache of limited queues and tenants, so claims on this node follow at once)."""

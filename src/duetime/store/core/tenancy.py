@@ -179,7 +179,9 @@ class TenancyMethods(Runs):
         return await self._run(tenant_list())
 
     async def tenant_quotas_put(self, tenant_id: str, quotas: TenantQuotas) -> Tenant:
-        return await self._run(tenant_quotas_put(tenant_id, quotas), write=True)
+        tenant = await self._run(tenant_quotas_put(tenant_id, quotas), write=True)
+        self._limits_changed()
+        return tenant
 
     async def tenant_usage(self, tenant_id: str) -> TenantUsage:
         return await self._run(tenant_usage(tenant_id))

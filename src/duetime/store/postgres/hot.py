@@ -79,8 +79,7 @@ class PgHot:
     _inserts: InsertBatcher[asyncpg.Record]
     # Queues with a limit, cached (class-level defaults; queue_put resets ``_limited_at``).
     _limited_at: float = -math.inf
-    _limited: tuple[tuple[str, str], ...] = ()
-    _limited_set: frozenset[tuple[str, str]] = frozenset()
+    _limited: frozenset[tuple[str, str]] = frozenset()
     _limited_tenants: Mapping[str, int] = MappingProxyType({})
     _sole: tuple[list[rules.ReadyQueue], float] | None = None
 
@@ -350,15 +349,14 @@ class PgHot:
                 break
         return claimed
 
-    async def _limited_queues(self) -> tuple[tuple[str, str], ...]:
+    async def _limited_queues(self) -> frozenset[tuple[str, str]]:
         """The (tenant, queue) pairs with a limit, cached for :data:`LIMITED_CACHE_SECONDS`
         (with the tenants that have a ``max_concurrency`` quota)."""
         if time.monotonic() - self._limited_at > LIMITED_CACHE_SECONDS:
             async with self._connection() as conn:
                 found = await conn.fetch(Q["queue_limited_all"].text)
                 tenants = await conn.fetch(Q["tenant_limited_all"].text)
-            self._limited = tuple((r["tenant_id"], r["name"]) for r in found)
-            self._limited_set = frozenset(self._limited)
+            self._limited = frozenset((r["tenant_id"], r["name"]) for r in found)
             self._limited_tenants = {r["id"]: r["max_concurrency"] for r in tenants}
             self._limited_at = time.monotonic()
         return self._limited
@@ -545,16 +543,13 @@ class PgHot:
     async def _freed(self, queues: Iterable[tuple[str, str]]) -> None:
         """Tasks of these (tenant, queue)s stopped running: when one is limited, its next task
         may start now, so claimers on every node are woken (SPEC §7: a limited queue flows)."""
-        fresh = time.monotonic() - self._limited_at <= LIMITED_CACHE_SECONDS
-        if fresh and not self._limited_set and not self._limited_tenants:
-            return
         try:
-            await self._limited_queues()
+            limited = await self._limited_queues()
         except Exception as exc:  # advice only: claimers poll anyway
             log.debug("could not read the limited queues: %s", exc)
             return
-        limited, quota = self._limited_set, self._limited_tenants
-        if any(q in limited or q[0] in quota for q in queues):
+        quota = self._limited_tenants
+        if (limited or quota) and any(q in limited or q[0] in quota for q in queues):
             self.ready_signal.notify()
 
 

@@ -19,6 +19,7 @@ class QueueOps(PgHot):
     # A recount over its time budget (counts_recount_budget) is cancelled: that round skips it.
     _over_budget: tuple[type[BaseException], ...] = (asyncpg.QueryCanceledError,)
 
-    def _queues_changed(self) -> None:
-        """After ``queue_put``: drop this store's cache of limited queues."""
+    def _limits_changed(self) -> None:
+        """After ``queue_put`` or ``tenant_quotas_put``: drop this store's cache of limited
+        queues and tenants."""
         self._limited_at = -math.inf
