@@ -193,6 +193,16 @@ async def test_push_claims_keep_priority_across_a_tenants_queues(
 # -- tenant quota: max_concurrency ---------------------------------------------------------------
 
 
+async def test_a_new_tenant_quota_bounds_the_next_claim(store: Store, clock: FakeClock) -> None:
+    """tenant_quotas_put: the very next claim on this node follows a new ``max_concurrency``
+    (no cache of quota-holding tenants outlives the change)."""
+    a = await _tenant(store, "a")
+    await _tasks(store, a, 6, target=HTTP)
+    assert len(await _dispatch(store, 1)) == 1  # the store has looked for quotas: none
+    await store.tenant_quotas_put(a, TenantQuotas(max_concurrency=2))
+    assert len(await _dispatch(store)) == 1  # one already runs
+
+
 async def test_tenant_max_concurrency_bounds_every_claim(store: Store, clock: FakeClock) -> None:
     """task_claim: a tenant's ``max_concurrency`` quota bounds its running tasks over push
     claims, leases and limited queues alike; another tenant is not bound; a finished task of
