@@ -3,6 +3,7 @@ would be a second copy of them) and a fake leadership, with a pinned clock."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -73,3 +74,35 @@ async def test_only_the_leader_promotes(store: Store, clock: FakeClock) -> None:
     clock.advance(1)
     assert await Promoter(store, follower, clock, batch=10, poll_interval=1).run_once() == 0
     assert await status_of(store, tenant, task_id) == TaskStatus.SCHEDULED
+
+
+async def test_a_leading_promoter_sleeps_through_creates_due_after_it_wakes(
+    store: Store, clock: FakeClock
+) -> None:
+    """While the leader's promoter sleeps it publishes when it wakes anyway (the due signal's
+    horizon): creates due after that do not wake it, one due sooner does, and a follower
+    publishes nothing (its node's creates must reach the leader)."""
+    tenant = (await store.tenant_create("acme")).id
+    await create(store, tenant, 30)
+    promoter = Promoter(store, await leader_for(clock), clock, batch=10, poll_interval=5)
+    assert await promoter.run_once() == 0
+    while await store.due_signal.wait(0):  # the create's own wake-up
+        pass
+    sleeping = asyncio.ensure_future(promoter.wait(0))
+    await asyncio.sleep(0.05)
+    assert store.due_signal.horizon == await store.now() + timedelta(seconds=5)
+    await create(store, tenant, 6)  # after the poll: the promoter is up by then
+    await asyncio.sleep(0.05)
+    assert not sleeping.done()
+    await create(store, tenant, 2)
+    await asyncio.wait_for(sleeping, 5)
+    assert store.due_signal.horizon is None
+
+    follower = Leader(FakeLeadership(clock), "node-b", ttl_seconds=10, clock=clock)
+    waiting = asyncio.ensure_future(
+        Promoter(store, follower, clock, batch=10, poll_interval=5).wait(0)
+    )
+    await asyncio.sleep(0.05)
+    assert store.due_signal.horizon is None
+    await create(store, tenant, 600)
+    await asyncio.wait_for(waiting, 5)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
 
 from duetime import metrics
 from duetime.clock import Clock, utcnow
@@ -119,12 +120,22 @@ class Promoter(Service):
 
     async def wait(self, did: int) -> None:
         timeout = self._poll
+        signal = self._store.due_signal
+        wakes_by = None
         if self._leader.is_leader:
             next_due = await self._store.task_next_due_at()
             if next_due is not None:
-                until = (next_due - await self._store.now()).total_seconds()
+                now = await self._store.now()
+                until = (next_due - now).total_seconds()
                 if until > 0 or not self._held:
                     timeout = max(0.0, min(timeout, until))
                 # else: the earliest due task may be a held one; poll instead of spinning.
+                wakes_by = now + timedelta(seconds=timeout)
         if timeout > 0 and not self.stopping:
-            await self._store.due_signal.wait(timeout)
+            # A task created due at or after ``wakes_by`` need not wake us (nor, on
+            # PostgreSQL, cost a NOTIFY): we are up by then (duetime.store.horizon).
+            signal.horizon = wakes_by
+            try:
+                await signal.wait(timeout)
+            finally:
+                signal.horizon = None

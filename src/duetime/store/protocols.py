@@ -85,7 +85,15 @@ class Signal(Protocol):
     generation: int
     """Counts the times the signal fired on this node (notified here or by another node)."""
 
+    horizon: datetime | None
+    """``due_signal``: tasks due at or after this time need no wake-up, because the leader's
+    promoter wakes by then anyway (it sets this before sleeping and clears it on waking; None:
+    unknown). See :mod:`duetime.store.horizon`."""
+
     def notify(self) -> None: ...
+
+    def notify_due(self, at: datetime) -> None:
+        """:meth:`notify` for a task due at ``at``, unless that is at or after :attr:`horizon`."""
 
     async def wait(self, timeout: float) -> bool: ...
 

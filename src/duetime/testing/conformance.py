@@ -574,6 +574,29 @@ async def test_create_scheduled_fires_due_signal(store: Store, clock: FakeClock)
     assert await store.due_signal.wait(5.0)
 
 
+async def test_create_wakes_the_promoter_only_before_its_horizon(
+    store: Store, clock: FakeClock
+) -> None:
+    """create: with ``due_signal.horizon`` set (the promoter is up by then anyway), a task due
+    at or after it fires nothing; one due before it, or any once the horizon is cleared, does."""
+    tenant_id = await _tenant(store)
+    signal = store.due_signal
+    signal.horizon = clock.now() + _secs(60)
+    try:
+        await _drain(signal)
+        seen = signal.generation
+        await _create(store, tenant_id, run_at=clock.now() + _secs(60))
+        await _create(store, tenant_id, run_at=clock.now() + _secs(600))
+        assert not await signal.wait(0.1)
+        assert signal.generation == seen
+        await _create(store, tenant_id, run_at=clock.now() + _secs(59))
+        assert await signal.wait(5.0)
+    finally:
+        signal.horizon = None
+    await _create(store, tenant_id, run_at=clock.now() + _secs(600))
+    assert await signal.wait(5.0)
+
+
 async def test_signal_notify_and_wait(store: Store, clock: FakeClock) -> None:
     """Signal: wait returns True when notified since the last wait or during it, else False
     on timeout; notifications may coalesce; wait_after wakes every waiter and consumes nothing."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from duetime.clock import Clock
 from duetime.delivery.base import Delivery, Outcome
 from duetime.store.counters import CountKey, Reconciled
+from duetime.store.horizon import DueHorizon
 from duetime.types import AttemptOutcome, RetryPolicy, StatusCount, Task, TaskStatus
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def running_task(target: Mapping[str, Any], **changes: Any) -> Task:
 # -- store roles -------------------------------------------------------------------------------
 
 
-class FakeSignal:
+class FakeSignal(DueHorizon):
     """A :class:`~duetime.store.protocols.Signal` for one event loop: ``notify()`` wakes every
     waiter, or makes the next ``wait`` return True at once; ``wait_after`` consumes nothing.
     Held to :func:`duetime.testing.conformance.check_signal`."""

@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from duetime.errors import ValidationError
 from duetime.ids import is_uuid
@@ -27,6 +27,9 @@ from duetime.store.core.plan import Decode, Plan, Row, Wake, all_, count, one
 from duetime.store.core.runner import Runs
 from duetime.store.isolation import readable
 from duetime.types import ClaimRequest, Lease, NewTask, TargetType, Task, TaskCreated, TaskStatus
+
+if TYPE_CHECKING:
+    from duetime.store.protocols import Signal
 
 """``last_error`` of a task failed by its parents (PostgreSQL's ``task_insert`` says it too)."""
 
@@ -188,6 +191,32 @@ def claim_order(lease: Lease) -> tuple[int, datetime]:
 
 Cap = Callable[[str], "int | None"]
 """How many a claim may take from a tenant (None: no bound): :meth:`ClaimRequest.room_of`."""
+
+
+def announce_created(made: Iterable[TaskCreated], ready_signal: Signal, due_signal: Signal) -> None:
+    """After a create commits: wake dispatchers for ready tasks, and the promoter for the
+    earliest scheduled one unless it wakes by then anyway (``notify_due``)."""
+    ready, due = created_wake(made)
+    if ready:
+        ready_signal.notify()
+    if due is not None:
+        due_signal.notify_due(due)
+
+
+def created_wake(made: Iterable[TaskCreated]) -> tuple[bool, datetime | None]:
+    """What a create owes the signals: whether a task became ready, and the earliest due time
+    of the scheduled ones (None: no task was scheduled)."""
+    ready = False
+    due: datetime | None = None
+    for c in made:
+        if not c.created:
+            continue
+        status = c.task.status
+        if status is TaskStatus.READY:
+            ready = True
+        elif status is TaskStatus.SCHEDULED and (due is None or c.task.run_at < due):
+            due = c.task.run_at
+    return ready, due
 
 
 ReadyQueue = tuple[str, str, int]

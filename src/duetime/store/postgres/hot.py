@@ -122,7 +122,6 @@ class PgHot:
             inserted, hits = await self._insert(fresh, ids, parents)
         except pgx.DataError as exc:  # e.g. a NUL character, which PostgreSQL cannot store
             raise ValidationError(f"a task cannot be stored: {exc}") from exc
-        self._announce(r["status"] for r in inserted.values())
         made: list[TaskCreated] = []
         for new, task_id, group in zip(fresh, ids, parents, strict=True):
             row = inserted.get(task_id)
@@ -135,6 +134,7 @@ class PgHot:
             if hit is None:  # cannot happen: a conflict means a committed row
                 raise Conflict(f"task with idempotency key {new.idempotency_key!r} vanished")
             made.append(TaskCreated(task=hit, created=False))
+        rules.announce_created(made, self.ready_signal, self.due_signal)
         return rules.in_input_order(slots, made)
 
     async def _insert(

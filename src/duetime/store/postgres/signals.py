@@ -25,6 +25,7 @@ from typing import Any
 
 import asyncpg
 
+from duetime.store.horizon import DueHorizon
 from duetime.store.postgres.sql import QUERIES
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ _MAX_BACKOFF = 2.0
 _KEEPALIVE_SECONDS = 10.0
 
 
-class PgSignal:
+class PgSignal(DueHorizon):
     """A :class:`duetime.store.protocols.Signal` shared by every node on one PostgreSQL database.
 
     ``notify()`` wakes local waiters at once and sends one ``pg_notify`` on ``channel`` in the

@@ -66,7 +66,7 @@ def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
 
 
 def task_create_many(
-    conn: sqlite3.Connection, now: int, tasks: Sequence[NewTask], wake: Wakeups
+    conn: sqlite3.Connection, now: int, tasks: Sequence[NewTask]
 ) -> list[TaskCreated]:
     """Create ``tasks`` all or nothing; repeats of an idempotency key return the existing task."""
     fresh, slots = rules.first_of_each_key(tasks)
@@ -89,8 +89,6 @@ def task_create_many(
         inserts.append(_insert_row(new, task, pending, now))
         edges.extend({"parent_id": p, "child_id": task.id} for p in dict.fromkeys(new.depends_on))
         made.append(TaskCreated(task=task, created=True))
-        wake.ready |= status is TaskStatus.READY
-        wake.due |= status is TaskStatus.SCHEDULED
     _many(conn, "task_insert", inserts)
     if edges:
         _many(conn, "task_dep_insert", edges)
@@ -383,6 +381,7 @@ class SqliteHot:
     provides ``_write``: one write transaction on its database thread, and ``_fire``)."""
 
     ready_signal: LocalSignal
+    due_signal: LocalSignal
 
     async def _write(
         self, body: Callable[[sqlite3.Connection, int], T], *, integrity_retries: int = 0
@@ -396,13 +395,12 @@ class SqliteHot:
         if not tasks:
             return []
         batch = list(tasks)
-        wake = Wakeups()
         # Under BEGIN IMMEDIATE nobody can insert between our idempotency lookup and our insert,
         # but should a unique index still fire, a re-run finds the winner as an idempotent hit.
         made = await self._write(
-            lambda conn, now: task_create_many(conn, now, batch, wake), integrity_retries=2
+            lambda conn, now: task_create_many(conn, now, batch), integrity_retries=2
         )
-        self._fire(wake)
+        rules.announce_created(made, self.ready_signal, self.due_signal)
         return made
 
     async def task_claim(self, request: ClaimRequest) -> list[Lease]:

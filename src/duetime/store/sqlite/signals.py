@@ -11,8 +11,10 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
+from duetime.store.horizon import DueHorizon
 
-class LocalSignal:
+
+class LocalSignal(DueHorizon):
     """A coalescing wake-up flag for waiters on one event loop.
 
     ``notify()`` wakes every current waiter, or, when nobody waits, makes the next ``wait`` return
