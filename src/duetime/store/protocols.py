@@ -191,6 +191,9 @@ class TenantStore(TenantLookup, Protocol):
         """What counts against the quotas now: tasks not ended (read from the maintained
         counters, never by counting tasks) and live schedules. Zeros for an unknown tenant."""
 
+    async def tenant_usage_many(self, tenant_ids: Sequence[str]) -> dict[str, TenantUsage]:
+        """:meth:`tenant_usage` of each of ``tenant_ids`` (by id), in one read."""
+
     async def tenant_delete(self, tenant_id: str) -> bool:
         """Delete a tenant that has no task left to end and no live schedule, with its keys,
         secrets, notification settings and queues (its ended tasks and history stay). False when

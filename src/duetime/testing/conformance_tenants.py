@@ -59,6 +59,13 @@ async def test_usage_counts_tasks_not_ended(store: Store) -> None:
     assert (await store.tenant_usage(tenant)).pending_tasks == 2
     other = await _tenant(store)
     assert (await store.tenant_usage(other)).pending_tasks == 0
+    many = await store.tenant_usage_many([tenant, other, "no-such-tenant"])
+    assert {t: u.pending_tasks for t, u in many.items()} == {
+        tenant: 2,
+        other: 0,
+        "no-such-tenant": 0,
+    }
+    assert await store.tenant_usage_many([]) == {}
 
 
 async def test_create_bucket_refills_at_the_quota_rate(store: Store, clock: FakeClock) -> None:

@@ -23,7 +23,7 @@ from duetime.api.schemas import (
 from duetime.auth import hash_api_key, new_api_key
 from duetime.errors import NotFound
 from duetime.store.protocols import TenantStore
-from duetime.types import Tenant, TenantQuotas
+from duetime.types import Tenant, TenantQuotas, TenantUsage
 
 router = APIRouter(
     prefix="/v1/admin",
@@ -90,7 +90,10 @@ async def delete_key(key_id: str, admin: AdminCall) -> Response:
 
 
 async def _tenant_out(store: TenantStore, tenant: Tenant) -> dict[str, Any]:
-    usage = await store.tenant_usage(tenant.id)
+    return _tenant_json(tenant, await store.tenant_usage(tenant.id))
+
+
+def _tenant_json(tenant: Tenant, usage: TenantUsage) -> dict[str, Any]:
     return {
         "id": tenant.id,
         "name": tenant.name,
@@ -114,8 +117,9 @@ async def _tenant(store: TenantStore, raw_id: str) -> Tenant:
 )
 async def list_tenants(admin: AdminCall) -> Response:
     """Every tenant, oldest first, with its quotas and what counts against them."""
-    items = [await _tenant_out(admin.store, t) for t in await admin.store.tenant_list()]
-    return render.json_response({"items": items})
+    tenants = await admin.store.tenant_list()
+    usage = await admin.store.tenant_usage_many([t.id for t in tenants])
+    return render.json_response({"items": [_tenant_json(t, usage[t.id]) for t in tenants]})
 
 
 @router.get(

@@ -6,7 +6,6 @@ the other views show. Reads are the admin API's (``tenant_list``, ``tenant_usage
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -26,7 +25,7 @@ from duetime.api.ui.session import (
     set_tenant,
 )
 from duetime.errors import Forbidden, StoreUnavailable, Unauthorized
-from duetime.types import Tenant
+from duetime.types import Tenant, TenantUsage
 
 router = APIRouter(prefix="/ui")
 
@@ -53,8 +52,7 @@ def _limit(used: int, limit: int | None) -> dict[str, Any]:
     return {"used": used, "max": limit, "full": limit is not None and used >= limit}
 
 
-async def _row(call: UiCall, tenant: Tenant) -> dict[str, Any]:
-    usage = await call.store.tenant_usage(tenant.id)
+def _row(call: UiCall, tenant: Tenant, usage: TenantUsage) -> dict[str, Any]:
     q = tenant.quotas
     return {
         "id": tenant.id,
@@ -77,7 +75,8 @@ async def tenants_page(request: Request, after: str = "", next: str = "") -> Res
             ids = [t.id for t in tenants]
             start = ids.index(after) + 1 if after in ids else 0
         page = tenants[start : start + PAGE_SIZE]
-        rows = await asyncio.gather(*(_row(call, t) for t in page))
+        usage = await call.store.tenant_usage_many([t.id for t in page])
+        rows = [_row(call, t, usage[t.id]) for t in page]
         return html(
             request,
             "tenants.html",

@@ -19,17 +19,19 @@ SET max_pending_tasks = :max_pending_tasks, max_creates_per_second = :max_create
 WHERE id = :id
 RETURNING *;
 
--- What counts against the quotas: tasks not ended (the maintained counters plus the deltas not
--- folded yet) and live schedules.
+-- What counts against the quotas, for each of :ids: tasks not ended (the maintained counters
+-- plus the deltas not folded yet) and live schedules.
 -- name: tenant_usage
 SELECT
+    t.id,
     (SELECT coalesce(sum(n), 0) FROM task_counts
-     WHERE tenant_id = :id
+     WHERE tenant_id = t.id
        AND status IN ('scheduled', 'blocked', 'ready', 'retrying', 'running'))
   + (SELECT coalesce(sum(delta), 0) FROM task_count_deltas
-     WHERE tenant_id = :id
+     WHERE tenant_id = t.id
        AND status IN ('scheduled', 'blocked', 'ready', 'retrying', 'running')) AS pending_tasks,
-    (SELECT count(*) FROM schedules WHERE tenant_id = :id AND NOT deleted) AS schedules;
+    (SELECT count(*) FROM schedules WHERE tenant_id = t.id AND NOT deleted) AS schedules
+FROM unnest(:ids::text[]) AS t (id);
 
 -- name: tenant_delete
 DELETE FROM tenants WHERE id = :id;

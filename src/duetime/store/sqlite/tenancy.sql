@@ -18,14 +18,16 @@ SET max_pending_tasks = :max_pending_tasks, max_creates_per_second = :max_create
 WHERE id = :id
 RETURNING *;
 
--- What counts against the quotas: tasks not ended (from the maintained counters) and live
--- schedules.
+-- What counts against the quotas, for each of :ids: tasks not ended (from the maintained
+-- counters) and live schedules.
 -- name: tenant_usage
 SELECT
+    t.value AS id,
     (SELECT coalesce(sum(n), 0) FROM task_counts
-     WHERE tenant_id = :id
+     WHERE tenant_id = t.value
        AND status IN ('scheduled', 'blocked', 'ready', 'retrying', 'running')) AS pending_tasks,
-    (SELECT count(*) FROM schedules WHERE tenant_id = :id AND deleted = 0) AS schedules;
+    (SELECT count(*) FROM schedules WHERE tenant_id = t.value AND deleted = 0) AS schedules
+FROM json_each(:ids) AS t;
 
 -- name: tenant_delete
 DELETE FROM tenants WHERE id = :id;
