@@ -92,6 +92,24 @@ async def test_release_takes_one_delay_per_lease(store: Store, clock: FakeClock)
     assert ((await _get(store, tasks[1])).due_at - clock.now()).total_seconds() == 5
 
 
+async def test_release_of_many_leases_in_one_call(store: Store, clock: FakeClock) -> None:
+    """task_release: a batch hands back every live lease at its own delay and skips the rest
+    (ended, repeated, not a UUID), keyed by the lease ids as given (any letter case)."""
+    tenant = await _tenant(store)
+    tasks = [await _create(store, tenant, name=f"m{i}") for i in range(5)]
+    leases = [await _claim_one(store, t) for t in tasks]
+    await _complete(store, _completion(leases[4]))  # ended: stale
+    asked = [lease.lease_id for lease in leases[:3]] + [leases[3].lease_id.upper()]
+    asked += [leases[4].lease_id, leases[0].lease_id, "not-a-uuid"]
+    released = await store.task_release(asked, [0, 3, 0, 7, 0, 9, 0])
+    assert set(released) == set(asked[:4])
+    assert [released[k].status for k in asked[:4]] == [S.READY, S.SCHEDULED, S.READY, S.SCHEDULED]
+    assert [released[k].task_id for k in asked[:4]] == [t.id for t in tasks[:4]]
+    due = [((await _get(store, t)).due_at - clock.now()).total_seconds() for t in tasks[:4]]
+    assert due == [0, 3, 0, 7]  # the first delay given for a repeated lease
+    assert (await _get(store, tasks[0])).attempts == 0
+
+
 async def test_cancel_requested_names_running_tasks_only(store: Store) -> None:
     tenant = await _tenant(store)
     running = await _create(store, tenant, name="f")

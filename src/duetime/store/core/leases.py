@@ -9,14 +9,19 @@ was requested is not handed back (its holder ends it, and it ends ``cancelled``)
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from duetime.ids import is_uuid
-from duetime.store.core.plan import Decode, Plan, Row, Wake, all_, one
+from duetime.store.core.plan import Decode, Plan, Row, Wake, all_
 from duetime.store.core.runner import Runs
 from duetime.types import Released, TaskStatus
 
 MAX_RELEASE_DELAY_SECONDS = 30 * 24 * 3600.0
+
+
+def _held(r: Row, d: type[Decode]) -> tuple[str, str]:
+    return d.ident(r["lease_id"]), d.ident(r["id"])
 
 
 def _released(r: Row, d: type[Decode]) -> Released:
@@ -37,16 +42,27 @@ def task_release(
     )
     if len(delays) != len(lease_ids):
         raise ValueError("task_release needs one delay per lease id")
-    done: dict[str, Released] = {}
-    for lease_id, wanted in zip(lease_ids, delays, strict=True):
-        if lease_id in done or not is_uuid(lease_id):
-            continue
-        delay = min(max(0.0, wanted), MAX_RELEASE_DELAY_SECONDS)
-        found: Released | None = yield one(
-            "task_release", _released, lease_id=lease_id, delay=delay, tenant_id=tenant_id
-        )
-        if found is not None:
-            done[lease_id] = found
+    wanted: dict[str, tuple[str, float]] = {}  # lease id, canonical -> as given, delay
+    for lease_id, delay in zip(lease_ids, delays, strict=True):
+        if is_uuid(lease_id):
+            clamped = min(max(0.0, delay), MAX_RELEASE_DELAY_SECONDS)
+            wanted.setdefault(str(uuid.UUID(lease_id)), (lease_id, clamped))
+    if not wanted:
+        return {}
+    held: list[tuple[str, str]] = yield all_(
+        "task_release_find", _held, lease_ids=list(wanted), tenant_id=tenant_id
+    )
+    if not held:
+        return {}
+    ended: list[Released] = yield all_(
+        "task_release",
+        _released,
+        ids=[task_id for _, task_id in held],
+        lease_ids=[lease for lease, _ in held],
+        delays=[wanted[lease][1] for lease, _ in held],
+    )
+    by_task = {r.task_id: r for r in ended}
+    done = {wanted[lease][0]: by_task[t] for lease, t in held if t in by_task}
     if done:
         statuses = {r.status for r in done.values()}
         yield Wake(ready=TaskStatus.READY in statuses, due=TaskStatus.SCHEDULED in statuses)

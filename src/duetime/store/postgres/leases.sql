@@ -1,19 +1,28 @@
 -- Leases ended without an attempt (plans in duetime/store/core/leases.py).
 
+-- name: task_release_find
+-- The tasks running under :lease_ids (via tasks_lease_id_idx), for task_release.
+SELECT lease_id, id FROM tasks
+WHERE lease_id = ANY(:lease_ids::uuid[]) AND status = 'running'
+  AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text);
+
 -- name: task_release
-UPDATE tasks SET
-    status = CASE WHEN :delay::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
-    due_at = coalesce(:now::timestamptz, now()) + make_interval(secs => :delay::float8),
-    attempts = attempts - 1,
-    version = version + 1,
+-- Hand back each of :ids (its lease :lease_ids, due again :delays seconds from now, pairwise);
+-- fenced on the lease again.
+UPDATE tasks t SET
+    status = CASE WHEN r.delay > 0 THEN 'scheduled' ELSE 'ready' END,
+    due_at = coalesce(:now::timestamptz, now()) + make_interval(secs => r.delay),
+    attempts = t.attempts - 1,
+    version = t.version + 1,
     lease_id = NULL,
     lease_expires_at = NULL,
     worker_id = NULL,
     started_at = NULL,
     updated_at = coalesce(:now::timestamptz, now())
-WHERE lease_id = :lease_id::uuid AND status = 'running' AND NOT cancel_requested
-  AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id::text)
-RETURNING id, queue, status;
+FROM unnest(:ids::uuid[], :lease_ids::uuid[], :delays::float8[]) AS r (id, lease_id, delay)
+WHERE t.id = r.id AND t.lease_id = r.lease_id AND t.status = 'running'
+  AND NOT t.cancel_requested
+RETURNING t.id, t.queue, t.status;
 
 -- name: task_cancel_requested
 SELECT id FROM tasks

@@ -1,9 +1,24 @@
 -- Leases ended without an attempt (plans in duetime/store/core/leases.py).
 
+-- name: task_release_find
+-- The tasks running under :lease_ids (via tasks_lease_id), for task_release.
+SELECT lease_id, id FROM tasks
+WHERE lease_id IN (SELECT value FROM json_each(:lease_ids)) AND status = 'running'
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
 -- name: task_release
+-- Hand back each of :ids (its lease :lease_ids, due again :delays seconds from now, pairwise);
+-- fenced on the lease again. (No UPDATE ... FROM: it needs SQLite 3.33.)
+WITH r (id, lease_id, delay) AS (
+    SELECT i.value, l.value, d.value
+    FROM json_each(:ids) AS i
+    JOIN json_each(:lease_ids) AS l ON l.key = i.key
+    JOIN json_each(:delays) AS d ON d.key = i.key
+)
 UPDATE tasks SET
-    status = CASE WHEN :delay > 0 THEN 'scheduled' ELSE 'ready' END,
-    due_at = :now + CAST(round(:delay * 1000000) AS INTEGER),
+    status = CASE WHEN (SELECT delay FROM r WHERE r.id = tasks.id) > 0
+                  THEN 'scheduled' ELSE 'ready' END,
+    due_at = :now + CAST(round((SELECT delay FROM r WHERE r.id = tasks.id) * 1000000) AS INTEGER),
     attempts = attempts - 1,
     version = version + 1,
     lease_id = NULL,
@@ -11,8 +26,9 @@ UPDATE tasks SET
     worker_id = NULL,
     started_at = NULL,
     updated_at = :now
-WHERE lease_id = :lease_id AND status = 'running' AND cancel_requested = 0
-  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+WHERE id IN (SELECT id FROM r)
+  AND lease_id = (SELECT lease_id FROM r WHERE r.id = tasks.id)
+  AND status = 'running' AND cancel_requested = 0
 RETURNING id, queue, status;
 
 -- name: task_cancel_requested
