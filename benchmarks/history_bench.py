@@ -7,12 +7,19 @@ Runs in a throwaway database on the server named by ``--admin-url`` (dropped at 
 temporary archive directory::
 
     .venv/bin/python benchmarks/history_bench.py [--archived 100000000] [--hot 10000000]
-        [--names 1000] [--queries 50] [--hot-path-tasks 20000]
+        [--months 12] [--hot-load server|copy] [--names 1000] [--queries 50]
+        [--round-rows 20000] [--hot-path-tasks 20000]
 
 The archived year is generated straight as Parquet files (one per month, by name then time: the
-archive's layout, schema and order), as the export writes them; the hot rows are COPYed into the
-partitioned ``history`` table. Defaults are the issue's scale; on a shared 2-core machine run a
-smaller one (the figures in docs/benchmarks.md say which).
+archive's layout, schema and order), as the export writes them; ``--months`` generates the last
+months of the twelve, the ones next to the hot store, at full density. The hot rows fill the
+months the store keeps hot (the one ``hot_days`` reaches into and the current one, up to now):
+``--hot-load server`` (the default) generates them inside PostgreSQL into each month's partition
+table, builds its indexes once and attaches it (:func:`month_build`, also used by
+``history_archive_burst.py``); ``--hot-load copy`` COPYs rows made in Python over the last 30
+days (the earlier runs). ``--round-rows 0`` and ``--hot-path-tasks 0`` skip those parts.
+Defaults are the issue's scale; on a shared 2-core machine run a smaller one (the figures in
+docs/benchmarks.md say which).
 """
 
 from __future__ import annotations
@@ -20,26 +27,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import random
 import shutil
 import statistics
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from duetime.bench.runs import cpu_speed, machine
 from duetime.clock import FakeClock
 from duetime.engine.history import HistoryConfig, HistoryMaintenance
 from duetime.engine.leader import Leader
 from duetime.history.archive import ROW_GROUP_ROWS, SCHEMA, Archive
 from duetime.history.events import HistoryFilter
-from duetime.history.partitions import month_bounds, month_of, next_month
+from duetime.history.partitions import month_bounds, month_of, months_ahead, next_month
 from duetime.history.query import history_page
 from duetime.history.retention import RetentionPolicy
 from duetime.store.postgres.backend import PostgresStore
@@ -50,6 +57,9 @@ DEFAULT_ADMIN_URL = os.environ.get(
 )
 TENANT = "bench"
 NOW = datetime(2031, 1, 20, tzinfo=UTC)
+HOT_START = month_bounds(month_of(NOW - timedelta(days=30)))[0]
+"""The first instant the hot store keeps (a month leaves it once it ended ``hot_days`` ago):
+the boundary between the tiers."""
 FAILED_SHARE = 0.1
 
 
@@ -85,18 +95,28 @@ def _rows(n: int, start: datetime, end: datetime, names: int, first_id: int) -> 
             "http_status": pa.array([503 if f else 200 for f in failed], pa.int32()),
             "duration_ms": pa.array([12.5] * n, pa.float64()),
             "worker": pa.array(["w1"] * n),
+            "logs": pa.nulls(n, pa.string()),
+            "response": pa.nulls(n, pa.string()),
         },
         schema=SCHEMA,
     )
 
 
+def archived_months(months: int) -> list[date]:
+    """The last ``months`` of the twelve archived months: the year before the first hot month."""
+    year = [month_of(HOT_START - timedelta(days=1))]
+    while len(year) < 12:
+        year.insert(0, month_of(month_bounds(year[0])[0] - timedelta(days=1)))
+    return year[12 - months :]
+
+
 async def generate_archive(
     archive: Archive, total: int, names: int, months: int
 ) -> tuple[float, int]:
-    """The first ``months`` of twelve archived months before the hot window, each holding a
+    """The last ``months`` of twelve archived months before the hot store, each holding a
     twelfth of ``total``; returns (seconds, bytes on disk)."""
     t0 = time.perf_counter()
-    month = month_of(NOW - timedelta(days=365 + 40))
+    month = archived_months(months)[0]
     per_month = total // 12
     next_id = 1
     chunk = 1_000_000
@@ -156,6 +176,105 @@ async def load_hot(store: PostgresStore, url: str, total: int, names: int) -> fl
     return time.perf_counter() - t0
 
 
+MONTH_ROWS = """
+INSERT INTO {part} (at, id, tenant_id, kind, task_id, name, queue, labels, actor, attempt,
+                    started_at, outcome, error, http_status, duration_ms, worker)
+SELECT at, $1::bigint + g, $2::text, 'attempt', gen_random_uuid(),
+       'job-' || lpad(floor(random() * $3::int)::int::text, 4, '0'), 'default', '{{}}'::jsonb,
+       'worker:w1', 1, at, CASE WHEN failed THEN 'failed' ELSE 'succeeded' END,
+       CASE WHEN failed THEN 'HTTP 503' END, CASE WHEN failed THEN 503 ELSE 200 END, 12.5, 'w1'
+FROM (SELECT g,
+             $4::timestamptz + ($5::timestamptz - $4::timestamptz) * ((g + random()) / $6::float8)
+                 AS at,
+             random() < $7::float8 AS failed
+      FROM generate_series($8::bigint, $9::bigint) AS g) AS r
+"""
+"""A chunk of a month's attempt records, in time order (as the store appends them), names at
+random, ``FAILED_SHARE`` failed: the rows ``_rows`` makes, generated by the server."""
+
+HISTORY_INDEXES = ("tenant_id, at DESC, id DESC", "tenant_id, name, at DESC, id DESC",
+                   "task_id, at DESC, id DESC")  # fmt: skip
+"""The columns of the partitioned indexes of ``history`` (migration 0007): a table with the same
+indexes attaches them instead of building them again."""
+
+
+async def month_build(
+    conn: asyncpg.Connection,
+    month: date,
+    rows: int,
+    *,
+    tenant: str,
+    names: int,
+    first_id: int,
+    until: datetime | None = None,
+) -> dict[str, float]:
+    """``rows`` attempt records of ``tenant`` spread over ``month`` (up to ``until``), made in
+    PostgreSQL as ``month``'s partition of ``history``: generated into a new table, indexed once
+    (not row by row), given the range constraint and attached — the partition the store's
+    ``history_partition_ensure`` makes, filled. Returns seconds per step."""
+    part = f"history_p{month:%Y%m}"
+    lo, hi = month_bounds(month)
+    end = hi if until is None else min(hi, until)
+    steps: dict[str, float] = {}
+    t0 = time.perf_counter()
+    await conn.execute(
+        f"CREATE TABLE {part} (LIKE history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+    )
+    chunk = 1_000_000
+    for first in range(0, rows, chunk):
+        last = min(rows, first + chunk) - 1
+        await conn.execute(
+            MONTH_ROWS.format(part=part),
+            first_id, tenant, names, lo, end, float(rows), FAILED_SHARE, first, last,
+        )  # fmt: skip
+    steps["generate"], t0 = time.perf_counter() - t0, time.perf_counter()
+    await conn.execute("SET maintenance_work_mem = '1GB'")
+    for columns in HISTORY_INDEXES:
+        await conn.execute(f"CREATE INDEX ON {part} ({columns})")
+    steps["index"], t0 = time.perf_counter() - t0, time.perf_counter()
+    await conn.execute(
+        f"ALTER TABLE {part} ADD CONSTRAINT {part}_range "
+        f"CHECK (at >= '{lo.isoformat()}' AND at < '{hi.isoformat()}')"
+    )
+    await conn.execute(
+        f"ALTER TABLE history ATTACH PARTITION {part} "
+        f"FOR VALUES FROM ('{lo.isoformat()}') TO ('{hi.isoformat()}')"
+    )
+    indexes = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE tablename = $1", part)
+    if indexes != len(HISTORY_INDEXES):
+        raise RuntimeError(f"{part} has {indexes} indexes after ATTACH: they were not matched")
+    await conn.execute(f"VACUUM (ANALYZE) {part}")
+    steps["attach+vacuum"] = time.perf_counter() - t0
+    return steps
+
+
+async def load_hot_server(store: PostgresStore, url: str, total: int, names: int) -> float:
+    """``total`` attempt records over the hot months (``HOT_START`` to ``NOW``, each month's share
+    by its length), generated in PostgreSQL by :func:`month_build`; the months ahead get their
+    empty partitions as the leader makes them."""
+    t0 = time.perf_counter()
+    span = (NOW - HOT_START).total_seconds()
+    conn = await asyncpg.connect(url)
+    try:
+        month, first_id, left = month_of(HOT_START), 10**12, total
+        while month_bounds(month)[0] < NOW:
+            lo, hi = month_bounds(month)
+            share = (min(hi, NOW) - lo).total_seconds() / span
+            rows = left if hi >= NOW else round(total * share)
+            steps = await month_build(
+                conn, month, rows, tenant=TENANT, names=names, first_id=first_id, until=NOW
+            )
+            print(f"  hot month {month:%Y-%m}: {rows:,} records, "
+                  + ", ".join(f"{k} {v:.0f} s" for k, v in steps.items()), flush=True)  # fmt: skip
+            first_id += rows
+            left -= rows
+            month = next_month(month)
+    finally:
+        await conn.close()
+    await store.history_partitions_ensure(months_ahead(NOW))
+    return time.perf_counter() - t0
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -164,20 +283,22 @@ def _pct(values: list[float], q: float) -> float:
 async def measure_queries(
     store: PostgresStore, archive: Archive, names: int, runs: int, months: int
 ) -> dict[str, tuple[float, float, int]]:
-    """p50/p99 (ms) and mean rows of the week query, in the hot window and in the archived
-    months (a random week each time)."""
+    """p50/p99 (ms) and mean rows of the week query in the hot window, across the boundary
+    between the tiers and in the archived months (a random week and name each time)."""
     results: dict[str, tuple[float, float, int]] = {}
-    year_start = month_bounds(month_of(NOW - timedelta(days=365 + 40)))[0]
-    archived_days = 30.4 * months - 7
-    for label, window in (("hot window", (NOW - timedelta(days=28), NOW)), ("year", None)):
+    archive_start = month_bounds(archived_months(months)[0])[0]
+    # Where a week may start: wholly in the last four hot weeks, across the boundary between
+    # the tiers (at least a day on each side), wholly in the generated archived months.
+    starts = {
+        "hot window": (NOW - timedelta(days=28), 21.0),
+        "tier boundary": (HOT_START - timedelta(days=6), 5.0),
+        "archive": (archive_start, (HOT_START - archive_start).days - 7.0),
+    }
+    for label, (first, days) in starts.items():
         times, rows = [], []
         for _ in range(runs):
-            if window is None:
-                since = year_start + timedelta(days=random.uniform(0, archived_days))
-                until = since + timedelta(days=7)
-            else:
-                since = window[0] + timedelta(days=random.uniform(0, 21))
-                until = since + timedelta(days=7)
+            since = first + timedelta(days=random.uniform(0, days))
+            until = since + timedelta(days=7)
             query = HistoryFilter(
                 tenant_id=TENANT, name=f"job-{random.randrange(names):04d}",
                 kinds=("attempt",), outcomes=("failed",), since=since, until=until, limit=1001,
@@ -274,6 +395,10 @@ async def main() -> None:
     parser.add_argument(
         "--months", type=int, default=12, help="archived months to generate (each at 1/12 density)"
     )
+    parser.add_argument(
+        "--hot-load", choices=("server", "copy"), default="server",
+        help="generate the hot rows in PostgreSQL (server) or COPY rows made here (copy)",
+    )  # fmt: skip
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--round-rows", type=int, default=20_000)
     parser.add_argument("--hot-path-tasks", type=int, default=20_000)
@@ -286,8 +411,7 @@ async def main() -> None:
     url = _with_db(args.admin_url, db)
     workdir = tempfile.mkdtemp(prefix="duetime-hist-")
     server = args.admin_url.rpartition("@")[2]
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, PostgreSQL at {server}")  # fmt: skip
+    print(f"machine: {machine()}, PostgreSQL at {server}; {cpu_speed()}", flush=True)
     print(f"scale: {args.archived:,} archived attempts over 12 months ({args.months} generated), "
           f"{args.hot:,} hot, {args.names} task names, {FAILED_SHARE:.0%} failed")  # fmt: skip
     try:
@@ -299,26 +423,33 @@ async def main() -> None:
         generated = args.archived // 12 * args.months
         print(f"archive generated in {gen_s:.1f} s: {cold_bytes / 2**20:,.1f} MiB of Parquet "
               f"({cold_bytes / max(1, generated):.1f} B/record)")  # fmt: skip
-        load_s = await load_hot(store, url, args.hot, args.names)
+        if args.hot_load == "server":
+            load_s = await load_hot_server(store, url, args.hot, args.names)
+        else:
+            load_s = await load_hot(store, url, args.hot, args.names)
         hot_bytes = await table_bytes(url)
-        print(f"hot rows loaded in {load_s:.1f} s: {hot_bytes / 2**20:,.1f} MiB in PostgreSQL "
-              f"with indexes ({hot_bytes / max(1, args.hot):.1f} B/record)")  # fmt: skip
+        print(f"hot rows loaded ({args.hot_load}) in {load_s:.1f} s: "
+              f"{hot_bytes / 2**20:,.1f} MiB in PostgreSQL with indexes "
+              f"({hot_bytes / max(1, args.hot):.1f} B/record)")  # fmt: skip
         for label, (p50, p99, rows) in (
             await measure_queries(store, archive, args.names, args.queries, args.months)
         ).items():
             print(f"week query, {label}: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
                   f"({rows} failed attempts on average, {args.queries} queries)")  # fmt: skip
         await store.close()
-        round_s, exported = await archive_round(url, str(Path(workdir) / "round"), args.round_rows)
-        print(f"one archive round: {exported:,} records exported, verified, sealed and dropped "
-              f"in {round_s:.2f} s")  # fmt: skip
-        rates: dict[bool, list[float]] = {True: [], False: []}
-        for _ in range(5):
-            for audit in (False, True):
-                rates[audit].append(await hot_path(url, args.hot_path_tasks, audit))
-        off, on = statistics.median(rates[False]), statistics.median(rates[True])
-        print(f"hot path create+claim+complete (store only, batches of 500): {off:,.0f} "
-              f"tasks/s without audit triggers, {on:,.0f} with ({on / off:.2f}x)")  # fmt: skip
+        if args.round_rows > 0:
+            round_dir = str(Path(workdir) / "round")
+            round_s, exported = await archive_round(url, round_dir, args.round_rows)
+            print(f"one archive round: {exported:,} records exported, verified, sealed and "
+                  f"dropped in {round_s:.2f} s")  # fmt: skip
+        if args.hot_path_tasks > 0:
+            rates: dict[bool, list[float]] = {True: [], False: []}
+            for _ in range(5):
+                for audit in (False, True):
+                    rates[audit].append(await hot_path(url, args.hot_path_tasks, audit))
+            off, on = statistics.median(rates[False]), statistics.median(rates[True])
+            print(f"hot path create+claim+complete (store only, batches of 500): {off:,.0f} "
+                  f"tasks/s without audit triggers, {on:,.0f} with ({on / off:.2f}x)")  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         admin = await asyncpg.connect(args.admin_url)
