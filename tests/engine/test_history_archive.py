@@ -19,7 +19,7 @@ from duetime.engine.leader import Leader
 from duetime.history import archive as archive_mod
 from duetime.history.archive import Archive
 from duetime.history.events import HistoryEvent, HistoryFilter
-from duetime.history.partitions import month_of
+from duetime.history.partitions import month_of, months_ahead
 from duetime.history.query import history_attempts, history_page
 from duetime.history.retention import ArchiveFailed, RetentionPolicy
 from duetime.store import Store
@@ -270,3 +270,16 @@ async def test_files_written_before_logs_existed_read_them_as_null(tmp_path: Pat
     assert (event.error, event.worker, event.logs, event.response) == ("boom", "w", None, None)
     (attempt,) = await cold.attempts("t", "task-1")
     assert (attempt.number, attempt.error, attempt.logs) == (1, "boom", None)
+
+
+async def test_the_leader_makes_partitions_ahead_without_an_archive(
+    store: Store, clock: FakeClock
+) -> None:
+    """No cold tier (PostgreSQL without DUETIME_ARCHIVE_URL): the hot tier still gets its
+    months ahead, so history does not pile up in the default partition."""
+    clock.advance((MAR - JAN).total_seconds())  # months no migration has made
+    leader = Leader(store, "node-a", ttl_seconds=10, clock=clock)
+    assert await leader.run_once() == 1
+    config = HistoryConfig(defaults=RetentionPolicy(DAY, DAY, DAY))
+    await HistoryMaintenance(store, leader, clock, config, None).run_once()
+    assert await store.history_partitions_ensure(months_ahead(await store.now())) == 0

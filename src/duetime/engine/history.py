@@ -11,15 +11,16 @@
 Idempotent if a node dies anywhere: a month without a manifest is written again (files are moved
 into place whole, so a half-written file is never read); a sealed month whose removal was cut
 short is just removed (:func:`duetime.history.partitions.export_needed`); every retention batch
-is one transaction. Without the ``history`` extra (pyarrow) steps 1-2 are skipped and the hot
-store keeps every month.
+is one transaction. Without an archive (no ``history`` extra, or PostgreSQL without
+``DUETIME_ARCHIVE_URL``) step 3 is skipped and the hot store keeps every month; steps 1 and 2
+still run (retention then deletes without exporting).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from duetime.clock import Clock
@@ -109,13 +110,15 @@ class HistoryMaintenance(Service):
             return 0
         # Retention first: a month that cannot be archived (and raises) must not hold it up.
         retired = await self.retention_round()
-        archived = 0 if self.archive is None else await self.archive_round()
-        return retired + archived
-
-    async def archive_round(self) -> int:
-        """Partitions ahead, then export, verify and remove due months. Returns months done."""
+        # The hot tier's months ahead, with or without an archive (without one, history would
+        # otherwise pile up in the default partition, and making the months later moves rows).
         now = await self._store.now()
         await self._store.history_partitions_ensure(months_ahead(now))
+        archived = 0 if self.archive is None else await self.archive_round(now)
+        return retired + archived
+
+    async def archive_round(self, now: datetime) -> int:
+        """Export, verify and remove due months. Returns months done."""
         due = months_due_for_export(await self._store.history_months(), now, self.config.hot_days)
         done = 0
         for month in due[: self.config.months_per_round]:
