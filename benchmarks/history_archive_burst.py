@@ -13,14 +13,16 @@ today) is generated once in a template database, as its partition of ``history``
 (``CREATE DATABASE ... TEMPLATE``), so idle and archiving runs start from the same store.
 
 The round is ``HistoryMaintenance.run_once()`` — what the leader runs each interval: retention
-(nothing is due here), then the month exported to zstd Parquet through the store's cursor,
-verified, sealed and its partition detached and dropped. ``--round-in process`` (the default)
-runs it in its own process against the run's database, started just before the burst's node;
-``--round-in node`` gives the burst's node an archive (``DUETIME_ARCHIVE_URL``) and a 2 s history
-interval (idle runs: the same interval, no archive), so its leader exports the month itself, in
-the process that serves the API and claims, as a one-node deployment does. Either way the round
-lasts longer than the burst and runs across all of it (checked: the export's cursor is open at
-the burst's due instant and at its last delivery). Each run reports where the machine's CPU went
+(nothing is due here), then the month exported to zstd Parquet in keyset pages, verified, sealed
+and its partition detached and dropped. ``--round-in node`` (the default) gives the burst's node
+an archive (``DUETIME_ARCHIVE_URL``) and a 2 s history interval (idle runs: the same interval,
+no archive), so its leader exports the month itself, in the process that serves the API and
+claims, as a deployment does: its batches wait while the node's dispatcher is busy.
+``--round-in process`` runs the round in a process of its own against the run's database,
+started just before the burst's node, where it knows nothing of the hot path (the round as it
+was before it yielded, for comparison). Either way the round runs across the whole burst
+(checked: it has begun writing the month's files at the burst's due instant and has not sealed
+the month at its last delivery). Each run reports where the machine's CPU went
 between the burst's due instant and its last delivery (``/proc``: the node and its dispatcher
 processes, PostgreSQL, the receiver, the round's process and its PostgreSQL backend).
 ``--solo-rounds`` rounds then run alone on a copy, for the round's own duration.
@@ -60,7 +62,6 @@ from duetime.store.postgres.backend import PostgresStore
 PREFIX = "duetime_hist_burst"
 TENANT = "default"  # the tenant of a node without an admin token (the burst's)
 TICK = os.sysconf("SC_CLK_TCK")
-EXPORT_MARK = "NULLS FIRST, at, id"  # in the text of the export's cursor (history_export.sql)
 
 
 def due_month() -> date:
@@ -109,7 +110,7 @@ async def round_process(url: str, archive_dir: str, month: date) -> None:
     """One ``HistoryMaintenance.run_once()`` as the leader runs it; prints "started", then one
     JSON line with what it did."""
     clock = SystemClock()
-    store = PostgresStore(url)
+    store = PostgresStore(url, pool_min=1, pool_max=1)  # one connection: its backend is known
     await store.open()
     try:
         leader = Leader(store, "archive-bench", ttl_seconds=10, clock=clock)
@@ -117,7 +118,9 @@ async def round_process(url: str, archive_dir: str, month: date) -> None:
         config = HistoryConfig(defaults=default_policy("P7D", "P30D", "P7D"))
         service = HistoryMaintenance(store, leader, clock, config, Archive(archive_dir))
         records = sum((await store.history_month_counts(month)).values())
-        print("started", flush=True)
+        async with store._connection() as conn:
+            backend = await conn.fetchval("SELECT pg_backend_pid()")
+        print(f"started {backend}", flush=True)
         started = time.time()
         error = None
         try:
@@ -141,7 +144,10 @@ async def sql_fetch(url: str, sql: str) -> Any:
         await conn.close()
 
 
-def start_round(url: str, archive_dir: str, month: date, nice: int = 0) -> subprocess.Popen[str]:
+def start_round(
+    url: str, archive_dir: str, month: date, nice: int = 0
+) -> tuple[subprocess.Popen[str], int]:
+    """The round's process, started, and its PostgreSQL backend's pid."""
     args = [sys.executable, __file__, "--round", url, archive_dir, month.isoformat()]
     proc = subprocess.Popen(
         args,
@@ -150,11 +156,11 @@ def start_round(url: str, archive_dir: str, month: date, nice: int = 0) -> subpr
         preexec_fn=(lambda: os.nice(nice)) if nice else None,
     )
     assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if line != "started":
+    line = proc.stdout.readline().split()
+    if line[:1] != ["started"]:
         proc.kill()
         raise RuntimeError(f"the archive round did not start: {line!r}")
-    return proc
+    return proc, int(line[1])
 
 
 def finish_round(proc: subprocess.Popen[str]) -> dict[str, Any]:
@@ -215,14 +221,18 @@ class Window:
     """CPU by role between the burst's due instant and its last delivery, and the burst's due
     instant itself (read from the bodies the scenario creates)."""
 
-    def __init__(self, db_url: str, round_pid: int | None, archiving: bool) -> None:
-        self.db_url = db_url
+    def __init__(
+        self, round_pids: tuple[int, int] | None, archiving: bool, archive_dir: Path
+    ) -> None:
         self.archiving = archiving
+        self.archive_dir = archive_dir
         self.roles = {os.getpid(): "bench driver"}
-        if round_pid is not None:
-            self.roles[round_pid] = "round (python)"
-        self.exporting: list[bool] = []
-        """Whether the round's export cursor was open at the window's start and end."""
+        if round_pids is not None:
+            self.roles[round_pids[0]] = "round (python)"
+            self.roles[round_pids[1]] = "round (postgres backend)"
+        self.under_way: list[bool] = []
+        """Whether the round's export was under way (begun, not sealed) at the window's start
+        and end."""
         self.start: tuple[float, tuple[int, int], dict[int, tuple[int, int, str, str]]] | None
         self.start = None
         self.spent: dict[str, float] = {}
@@ -233,25 +243,17 @@ class Window:
         self._timer.start()
 
     def _open(self, at: float) -> None:
-        time.sleep(max(0.0, at - 0.5 - time.time()))
-        if self.archiving:
-            for pid in self.export_backends():
-                self.roles[pid] = "round (postgres backend)"
         time.sleep(max(0.0, at - time.time()))
         self.start = (time.time(), machine_jiffies(), processes())
+        if self.archiving:
+            self.under_way.append(self.round_under_way())
 
-    def export_backends(self) -> list[int]:
-        """The PostgreSQL backends running the round's export cursor now."""
-        rows = asyncio.run(
-            sql_rows(
-                self.db_url,
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND query LIKE $1",
-                f"%{EXPORT_MARK}%",
-            )
-        )
-        self.exporting.append(bool(rows))
-        return [row["pid"] for row in rows]
+    def round_under_way(self) -> bool:
+        """The round has begun writing the month's files and has not sealed the month."""
+        root = self.archive_dir
+        files = [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+        sealed = any("_manifests" in p.parts for p in files)
+        return bool(files) and not sealed
 
     def close(self) -> None:
         assert self._timer is not None
@@ -260,7 +262,7 @@ class Window:
         began, (busy0, all0), before = self.start
         (busy1, all1), after, ended = machine_jiffies(), processes(), time.time()
         if self.archiving:
-            self.export_backends()
+            self.under_way.append(self.round_under_way())
         cores = os.cpu_count() or 1
         self.spent = {"window_s": ended - began, "machine_busy": (busy1 - busy0) / (all1 - all0)}
         for pid, (_, jiffies, _, _) in after.items():
@@ -269,14 +271,6 @@ class Window:
                 key = f"cpu_s {category(pid, after, self.roles)}"
                 self.spent[key] = self.spent.get(key, 0.0) + spent
         self.spent["cpu_s available"] = (ended - began) * cores
-
-
-async def sql_rows(url: str, sql: str, *params: object) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(url)
-    try:
-        return await conn.fetch(sql, *params)
-    finally:
-        await conn.close()
 
 
 @contextlib.contextmanager
@@ -316,7 +310,7 @@ def one_run(args: argparse.Namespace, template: str, label: str, n: int) -> dict
         copy_of(args.pg_url, template, f"{PREFIX}_{label}_{n}") as url,
     ):
         env: tuple[tuple[str, str], ...] = ()
-        proc = None
+        proc, backend = None, 0
         if args.round_in == "node":
             # The leader's first history round comes before it leads; the next one, 2 s later,
             # is the one that exports (idle runs: the same interval, no archive).
@@ -324,8 +318,9 @@ def one_run(args: argparse.Namespace, template: str, label: str, n: int) -> dict
             if archiving:
                 env += (("DUETIME_ARCHIVE_URL", f"{tmp}/archive"),)
         elif archiving:
-            proc = start_round(url, f"{tmp}/archive", month, args.round_nice)
-        window = Window(url, None if proc is None else proc.pid, archiving)
+            proc, backend = start_round(url, f"{tmp}/archive", month, args.round_nice)
+        pids = None if proc is None else (proc.pid, backend)
+        window = Window(pids, archiving, Path(tmp, "archive"))
         config = BenchConfig(
             store="postgres", pg_url=args.pg_url, tasks=args.tasks, database=url, node_env=env
         )
@@ -340,8 +335,9 @@ def one_run(args: argparse.Namespace, template: str, label: str, n: int) -> dict
         **window.spent,
     }
     if archiving:
-        # The burst ran beside the round throughout: its export was under way at both ends.
-        run["export_at_start_and_end"] = float(all(window.exporting))
+        # The burst ran beside the round throughout: its export was under way at both ends
+        # (begun before the due instant, not sealed at the last delivery).
+        run["round_under_way_at_start_and_end"] = float(all(window.under_way))
     if result is not None:
         if result["error"] or not result["dropped"] or result["done"] != 1:
             raise RuntimeError(f"the archive round did not archive the month: {result}")
@@ -356,7 +352,7 @@ def solo_round(args: argparse.Namespace, template: str, n: int) -> dict[str, Any
         tempfile.TemporaryDirectory(prefix="duetime-bench-") as tmp,
         copy_of(args.pg_url, template, f"{PREFIX}_solo_{n}") as url,
     ):
-        return finish_round(start_round(url, f"{tmp}/archive", month))
+        return finish_round(start_round(url, f"{tmp}/archive", month)[0])
 
 
 def show(values: dict[str, float]) -> str:
@@ -379,7 +375,7 @@ def main() -> None:
         help="run the round's process at this niceness (its PostgreSQL backend is not lowered)",
     )  # fmt: skip
     parser.add_argument(
-        "--round-in", choices=("process", "node"), default="process",
+        "--round-in", choices=("process", "node"), default="node",
         help="run the round in its own process, or in the burst's node (its leader)",
     )  # fmt: skip
     args = parser.parse_args()

@@ -6,6 +6,7 @@ duplicates nothing; tenants never see each other's history."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -283,3 +284,82 @@ async def test_the_leader_makes_partitions_ahead_without_an_archive(
     config = HistoryConfig(defaults=RetentionPolicy(DAY, DAY, DAY))
     await HistoryMaintenance(store, leader, clock, config, None).run_once()
     assert await store.history_partitions_ensure(months_ahead(await store.now())) == 0
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5, 1000])
+async def test_month_rows_pages_group_every_record_once(
+    store: Store, clock: FakeClock, batch: int
+) -> None:
+    # Two tenants, named and unnamed tasks, records sharing an instant (the FakeClock stands
+    # still): pages of any size give each record once, each (tenant, name) group whole and in
+    # time order (the Parquet files' order; PostgreSQL pages by keys, SQLite too).
+    for tenant_name in ("a", "b"):
+        tenant = (await store.tenant_create(tenant_name)).id
+        for name, n in (("report", 2), (None, 2), ("backup", 1)):
+            await fail_tasks(store, clock, tenant, n, name)  # type: ignore[arg-type]
+    expected = sum((await store.history_month_counts(month_of(JAN))).values())
+    pages = [page async for page in store.history_month_rows(month_of(JAN), batch)]
+    assert all(0 < len(page) <= batch for page in pages)
+    rows = [row for page in pages for row in page]
+    assert len(rows) == expected == 2 * 5 * 4
+    assert len({row["id"] for row in rows}) == len(rows)
+    groups: list[tuple[str, str | None]] = []
+    for row in rows:
+        key = (row["tenant_id"], row["name"])
+        if not groups or groups[-1] != key:
+            assert key not in groups, f"{key} is split: {groups}"
+            groups.append(key)
+    assert len(groups) == 6
+    tenants = [g[0] for g in groups]  # each tenant's groups together
+    assert tenants == [tenants[0]] * 3 + [tenants[3]] * 3 and tenants[0] != tenants[3]
+    for key in groups:
+        times = [(r["at"], r["id"]) for r in rows if (r["tenant_id"], r["name"]) == key]
+        assert times == sorted(times)
+
+
+async def test_the_round_waits_while_the_hot_path_is_busy(
+    store: Store, clock: FakeClock, tmp_path: Path
+) -> None:
+    a = (await store.tenant_create("a")).id
+    await fail_tasks(store, clock, a, 3, "report")  # 12 records: 6 export batches of 2
+    clock.set(MAR)
+    leader = Leader(store, "node-a", ttl_seconds=10, clock=clock)
+    leader.is_leader = True
+    config = HistoryConfig(
+        defaults=RetentionPolicy(700 * DAY, 700 * DAY, 700 * DAY), hot_days=30, export_batch=2,
+        yield_step=0.01, yield_max=5.0,
+    )  # fmt: skip
+    hot = {"busy": True}
+    looked = []
+
+    def busy() -> bool:
+        looked.append(hot["busy"])
+        return hot["busy"]
+
+    maintenance = HistoryMaintenance(store, leader, clock, config, Archive(str(tmp_path)), busy)
+    round_ = asyncio.create_task(maintenance.run_once())
+    await asyncio.sleep(0.2)
+    # The round waits before its first batch: nothing read, nothing archived yet.
+    assert not round_.done() and month_of(JAN) in await store.history_months()
+    assert len(looked) > 5 and all(looked)
+    hot["busy"] = False
+    assert await round_ == 1  # the month, once the hot path left room
+    assert month_of(JAN) not in await store.history_months()
+    assert 0.15 < maintenance.yielded < 1.0
+
+    # A hot path that is never idle delays each batch by yield_max at most: it still archives.
+    clock.set(MAR + timedelta(days=31))
+    await fail_tasks(store, clock, a, 1, "report")
+    clock.set(MAR + timedelta(days=100))
+    hot["busy"] = True
+    never_idle = HistoryMaintenance(
+        store,
+        leader,
+        clock,
+        replace(config, yield_max=0.03, months_per_round=9),
+        Archive(str(tmp_path)),
+        busy,
+    )
+    assert await never_idle.run_once() >= 1
+    assert month_of(MAR + timedelta(days=31)) not in await store.history_months()
+    assert never_idle.yielded >= 0.03 * 3  # retention's batch, then each export batch

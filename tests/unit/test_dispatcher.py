@@ -93,3 +93,24 @@ async def test_saturated_dispatcher_claims_a_batch_not_single_tasks(
     for gate in gates:
         gate.set()
     await d.drain(grace=5)
+
+
+async def test_busy_means_a_quarter_of_the_slots_not_a_trickle(
+    store: Store, clock: FakeClock
+) -> None:
+    """The history round waits while :meth:`Dispatcher.busy`: a claim of a quarter of the slots
+    (here 4 of 16) counts for half a second; a single task does not."""
+    tenant = (await store.tenant_create("acme")).id
+    d = dispatcher(store, clock, FakeDeliverer())
+    await d.start()
+    await create(store, tenant)
+    assert await d.run_once() == 1
+    await d.drain(grace=5)
+    assert not d.busy()
+    for _ in range(4):
+        await create(store, tenant)
+    assert await d.run_once() == 4
+    await d.drain(grace=5)
+    assert d.inflight == 0 and d.busy()
+    clock.advance(0.6)
+    assert not d.busy()

@@ -35,6 +35,8 @@ from duetime.types import (
 log = logging.getLogger("duetime.engine")
 
 ACTIVE_SECONDS = 2.0
+BUSY_SECONDS = 0.5
+"""How long a claim of a useful batch keeps the node :attr:`Dispatcher.busy`."""
 """A tenant counts as active (sharing slots) this long after its last delivery here."""
 NEWCOMER = "\x00newcomer"
 """Stands for a tenant not active here yet when sharing slots (no tenant id can be this)."""
@@ -102,6 +104,7 @@ class Dispatcher(Service):
         self._inflight: set[asyncio.Task[None]] = set()
         self._slot_free = asyncio.Event()
         self._low_water = max(1, min(batch, concurrency // 4))
+        self._busy_until = -float("inf")
         """Free slots worth a claim while saturated."""
         self._circuits = circuits
         if circuits is not None:
@@ -188,6 +191,12 @@ class Dispatcher(Service):
     def inflight(self) -> int:
         return len(self._inflight)
 
+    def busy(self) -> bool:
+        """Whether this node is delivering in earnest: a quarter of its slots taken, or a claim
+        of as many tasks in the last :data:`BUSY_SECONDS`. Background work (the history
+        round) waits while it is; a trickle of tasks does not count."""
+        return len(self._inflight) >= self._low_water or self._clock.monotonic() < self._busy_until
+
     async def run_once(self) -> int:
         free = self._concurrency - len(self._inflight)
         if free <= 0 or not self._deliverers:
@@ -206,6 +215,8 @@ class Dispatcher(Service):
                 other_tenant_room=other,
             )
         )
+        if len(leases) >= self._low_water:
+            self._busy_until = self._clock.monotonic() + BUSY_SECONDS
         metrics.child(metrics.DISPATCHED).inc(len(leases))
         metrics.child(metrics.IN_FLIGHT).inc(len(leases))
         for lease in leases:

@@ -74,7 +74,9 @@ class Engine:
                 limits=PlanLimits(horizon_seconds=90.0),
             ),
         )
-        # Retention (and, with the cold tier, archiving) of history (engine/history.py).
+        self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
+        # Retention (and, with the cold tier, archiving) of history (engine/history.py): its
+        # batches wait while this node's dispatcher is busy.
         self.history = HistoryMaintenance(
             store,
             self.leader,
@@ -84,8 +86,8 @@ class Engine:
             open_archive(settings.archive_location)
             if settings.archive_url or settings.is_sqlite
             else None,
+            busy=self.dispatcher.busy,
         )
-        self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
         self.counters = CounterKeeper(
             store,
             self.leader,

@@ -8,6 +8,10 @@
    verifies the archived row counts against the store's, seals it with a manifest, and only then
    removes the month from the store (PostgreSQL: detach and drop the partition).
 
+Every batch of steps 1 and 3 first waits while the hot path is busy (the node's dispatcher
+delivering in earnest), up to ``yield_max`` seconds: the round takes the machine's idle time, not
+the burst's (docs/benchmarks.md, "the hot path while an archive round runs").
+
 Idempotent if a node dies anywhere: a month without a manifest is written again (files are moved
 into place whole, so a half-written file is never read); a sealed month whose removal was cut
 short is just removed (:func:`duetime.history.partitions.export_needed`); every retention batch
@@ -19,9 +23,10 @@ still run (retention then deletes without exporting).
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from duetime.clock import Clock
 from duetime.config import Settings
@@ -57,8 +62,13 @@ class HistoryConfig:
     backlog_pause: float = 0.5
     """Between rounds while a backlog remains: room for the hot path between batches."""
     hot_days: int = 30
-    export_batch: int = 50_000
+    export_batch: int = 10_000
     months_per_round: int = 1
+    yield_step: float = 0.1
+    """While the hot path is busy, the round looks again this often before its next batch."""
+    yield_max: float = 30.0
+    """The longest the round waits before one batch: a node that is never idle still archives
+    (a batch per ``yield_max`` at worst)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HistoryConfig:
@@ -96,13 +106,42 @@ class HistoryMaintenance(Service):
         clock: Clock,
         config: HistoryConfig,
         archive: Archive | None = None,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__(clock)
         self._store = store
         self._leader = leader
         self.config = config
         self.archive = archive
+        self._busy = busy
         self._backlog = False
+        self.yielded = 0.0
+        """Seconds this service has waited for the hot path, in all (for tests and benches)."""
+
+    async def _yield(self) -> None:
+        """Before each batch: wait while the hot path is busy (``busy``, the node's dispatcher
+        by default), at most ``config.yield_max`` seconds."""
+        if self._busy is None:
+            return
+        steps = 0
+        while self._busy() and steps * self.config.yield_step < self.config.yield_max:
+            if self.stopping:
+                return
+            await self._pause(self.config.yield_step)
+            steps += 1
+        self.yielded += steps * self.config.yield_step
+
+    async def _paced(
+        self, rows: AsyncIterator[list[dict[str, Any]]]
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """``rows``, each batch read only once the hot path leaves room for it."""
+        while True:
+            await self._yield()
+            try:
+                batch = await anext(rows)
+            except StopAsyncIteration:
+                return
+            yield batch
 
     async def run_once(self) -> int:
         self._backlog = False
@@ -136,7 +175,7 @@ class HistoryMaintenance(Service):
         manifest = await archive.manifest(month)
         sealed = None if manifest is None else dict(manifest["tenants"])
         if export_needed(sealed, hot):
-            rows = self._store.history_month_rows(month, self.config.export_batch)
+            rows = self._paced(self._store.history_month_rows(month, self.config.export_batch))
             written = await archive.month_write(month, rows)
             on_disk = await archive.month_counts(month, list(written))
             if written != hot or on_disk != hot:
@@ -162,6 +201,7 @@ class HistoryMaintenance(Service):
         """Retire finished tasks past their retention, at most ``max_batches`` batches."""
         retired = 0
         for _ in range(self.config.max_batches):
+            await self._yield()
             swept = await self._store.task_retention_sweep(
                 self.config.defaults,
                 self.config.batch,

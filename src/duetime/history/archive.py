@@ -346,6 +346,8 @@ class _TenantWriter:
         self._temp = f"{self.path}.tmp-{uuid.uuid4().hex}"
         self._fs.create_dir(self.path.rpartition("/")[0], recursive=True)
         self._writer = pq.ParquetWriter(self._temp, SCHEMA, filesystem=self._fs, compression="zstd")
+        self._pending: list[pa.Table] = []  # row groups are whole: written once they fill
+        self._pending_rows = 0
 
     def write(self, rows: Sequence[Mapping[str, Any]]) -> None:
         columns: dict[str, list[Any]] = {c: [] for c in COLUMNS}
@@ -357,10 +359,22 @@ class _TenantWriter:
                 elif c == "task_id" and value is not None:
                     value = str(value)
                 columns[c].append(value)
-        table = pa.Table.from_pydict(columns, schema=SCHEMA)
-        self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self._pending.append(pa.Table.from_pydict(columns, schema=SCHEMA))
+        self._pending_rows += len(rows)
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush(whole_groups=True)
+
+    def _flush(self, whole_groups: bool = False) -> None:
+        table = pa.concat_tables(self._pending)
+        size = len(table) - len(table) % ROW_GROUP_ROWS if whole_groups else len(table)
+        if size:
+            self._writer.write_table(table.slice(0, size), row_group_size=ROW_GROUP_ROWS)
+        self._pending = [table.slice(size)]
+        self._pending_rows = len(table) - size
 
     def close(self) -> None:
+        if self._pending_rows:
+            self._flush()
         self._writer.close()
         self._fs.move(self._temp, self.path)
 

@@ -1,8 +1,7 @@
 """History on PostgreSQL, the part that is not a plan (the rest: :mod:`duetime.store.core.history`).
 
-``history_month_rows`` streams a month through a server-side cursor in one transaction (one
-snapshot, the name index read backwards), which a plan cannot: it would have to keep its
-transaction open across the consumer's awaits.
+``history_month_rows`` reads a month in keyset pages whose statement depends on where the page
+before ended (the name index read backwards, history_export.sql), which a plan cannot express.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     Conn = PoolConnectionProxy[asyncpg.Record]
 
 EXPORT = load(__package__ or "duetime.store.postgres", "postgres", "history_export.sql")
-"""The month export's statement (a cursor's, so not in ``duetime.store.sql.PLAN_FILES``)."""
+"""The month export's pages (not plans, so not in ``duetime.store.sql.PLAN_FILES``)."""
 
 
 class PgHistory:
@@ -32,19 +31,36 @@ class PgHistory:
     def _connection(self) -> AbstractAsyncContextManager[Conn]:
         raise NotImplementedError
 
-    def _transaction(self) -> AbstractAsyncContextManager[Conn]:
-        raise NotImplementedError
-
     async def history_month_rows(
         self, month: date, batch: int
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """Every hot record of ``month`` as column → value (JSON columns as text), grouped by
-        tenant, then name, each name's by time, in lists of up to ``batch`` (one snapshot, a
-        server-side cursor)."""
+        tenant, then name, each name's by time, in lists of up to ``batch``: keyset pages, each
+        its own statement (history_export.sql; a month that ended is not written any more)."""
         lo, hi = month_bounds(month)
-        query = EXPORT["history_month_rows"]
-        bounds = {"lo": lo, "hi": hi}
-        async with self._transaction() as conn:
-            cursor = await conn.cursor(query.text, *(bounds[name] for name in query.names))
-            while found := await cursor.fetch(batch):
-                yield [dict(r) for r in found]
+        last: dict[str, Any] | None = None
+        while True:
+            async with self._connection() as conn:
+                if last is None:
+                    found = await _page(conn, "history_month_first", lo=lo, hi=hi, limit=batch)
+                else:
+                    suffix = "" if last["name"] is not None else "_null"
+                    key = {"tenant_id": last["tenant_id"], "name": last["name"]}
+                    found = await _page(
+                        conn, f"history_month_group{suffix}", lo=lo, hi=hi, limit=batch,
+                        at=last["at"], id=last["id"], **key,
+                    )  # fmt: skip
+                    if len(found) < batch:
+                        found += await _page(
+                            conn, f"history_month_after{suffix}", lo=lo, hi=hi,
+                            limit=batch - len(found), **key,
+                        )  # fmt: skip
+            if not found:
+                return
+            yield found
+            last = found[-1]
+
+
+async def _page(conn: Conn, statement: str, **params: Any) -> list[dict[str, Any]]:
+    query = EXPORT[statement]
+    return [dict(r) for r in await conn.fetch(query.text, *(params[n] for n in query.names))]

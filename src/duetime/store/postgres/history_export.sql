@@ -1,12 +1,53 @@
--- The month export's cursor (duetime/store/postgres/history.py; not a plan's: SQLite reads keyset
--- pages instead, sqlite/history_export.sql).
+-- The month export's pages (duetime/store/postgres/history.py; not plans: a page's key depends
+-- on the page before). Each page is its own statement, so an export that pauses while the hot
+-- path is busy holds no snapshot (which would keep VACUUM from the hot tables).
+--
+-- Order: grouped by tenant, then by name, each name's records by time (the order of the
+-- Parquet files, so a name's records share row groups), which is the (tenant_id, name, at DESC,
+-- id DESC) index read backwards: tenants and names descending, NULL names first, time ascending.
+-- A page finishes the current (tenant, name) group (history_month_group*), then goes on into
+-- the groups after it (history_month_after*), each by an index range, never by skipping rows.
 
--- A month for the archive: grouped by tenant, then by name, each name's records by time (the
--- order of the Parquet files, so a name's records share row groups). The direction lets the
--- (tenant_id, name, at DESC, id DESC) index be read backwards instead of sorting the month.
--- name: history_month_rows
+-- fragment: export_columns
 SELECT at, id, tenant_id, kind, task_id::text AS task_id, schedule_id, name, queue,
        labels::text AS labels, from_status, to_status, actor, fields::text AS fields, attempt,
        started_at, outcome, error, http_status, duration_ms, worker, logs, response
-FROM history WHERE at >= :lo AND at < :hi
-ORDER BY tenant_id DESC, name DESC NULLS FIRST, at, id;
+FROM history
+
+-- The first page.
+-- name: history_month_first
+-- include: export_columns
+WHERE at >= :lo AND at < :hi
+ORDER BY tenant_id DESC, name DESC NULLS FIRST, at, id
+LIMIT :limit;
+
+-- The rest of a named group after (at, id).
+-- name: history_month_group
+-- include: export_columns
+WHERE at >= :lo AND at < :hi AND tenant_id = :tenant_id AND name = :name
+  AND at >= :at AND (at > :at OR id > :id)
+ORDER BY at, id
+LIMIT :limit;
+
+-- The rest of a tenant's unnamed group after (at, id).
+-- name: history_month_group_null
+-- include: export_columns
+WHERE at >= :lo AND at < :hi AND tenant_id = :tenant_id AND name IS NULL
+  AND at >= :at AND (at > :at OR id > :id)
+ORDER BY at, id
+LIMIT :limit;
+
+-- The groups after a named group: the tenant's smaller names, then the tenants below.
+-- name: history_month_after
+-- include: export_columns
+WHERE at >= :lo AND at < :hi AND (tenant_id, name) < (:tenant_id, :name)
+ORDER BY tenant_id DESC, name DESC NULLS FIRST, at, id
+LIMIT :limit;
+
+-- The groups after a tenant's unnamed group: all its names, then the tenants below.
+-- name: history_month_after_null
+-- include: export_columns
+WHERE at >= :lo AND at < :hi AND tenant_id <= :tenant_id
+  AND (tenant_id < :tenant_id OR name IS NOT NULL)
+ORDER BY tenant_id DESC, name DESC NULLS FIRST, at, id
+LIMIT :limit;
