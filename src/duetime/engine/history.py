@@ -62,7 +62,7 @@ class HistoryConfig:
     backlog_pause: float = 0.5
     """Between rounds while a backlog remains: room for the hot path between batches."""
     hot_days: int = 30
-    export_batch: int = 10_000
+    export_batch: int = 5_000
     months_per_round: int = 1
     yield_step: float = 0.1
     """While the hot path is busy, the round looks again this often before its next batch."""
