@@ -102,15 +102,17 @@ async def test_busy_means_a_quarter_of_the_slots_not_a_trickle(
     (here 4 of 16) counts for half a second; a single task does not."""
     tenant = (await store.tenant_create("acme")).id
     d = dispatcher(store, clock, FakeDeliverer())
+    told: list[float] = []
+    d.on_busy = told.append  # a dispatcher process tells the node process this way
     await d.start()
     await create(store, tenant)
     assert await d.run_once() == 1
     await d.drain(grace=5)
-    assert not d.busy()
+    assert not d.busy() and told == []
     for _ in range(4):
         await create(store, tenant)
     assert await d.run_once() == 4
     await d.drain(grace=5)
-    assert d.inflight == 0 and d.busy()
+    assert d.inflight == 0 and d.busy() and len(told) == 1
     clock.advance(0.6)
     assert not d.busy()

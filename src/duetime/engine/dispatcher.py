@@ -7,7 +7,8 @@ import collections
 import dataclasses
 import functools
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 from duetime import metrics
 from duetime.clock import Clock
@@ -105,6 +106,9 @@ class Dispatcher(Service):
         self._slot_free = asyncio.Event()
         self._low_water = max(1, min(batch, concurrency // 4))
         self._busy_until = -float("inf")
+        self.on_busy: Callable[[float], None] | None = None
+        """Told each time :meth:`busy` is renewed, with its new end (``time.monotonic()``
+        terms): a dispatcher process tells the node process this way."""
         """Free slots worth a claim while saturated."""
         self._circuits = circuits
         if circuits is not None:
@@ -215,8 +219,6 @@ class Dispatcher(Service):
                 other_tenant_room=other,
             )
         )
-        if len(leases) >= self._low_water:
-            self._busy_until = self._clock.monotonic() + BUSY_SECONDS
         metrics.child(metrics.DISPATCHED).inc(len(leases))
         metrics.child(metrics.IN_FLIGHT).inc(len(leases))
         for lease in leases:
@@ -229,6 +231,10 @@ class Dispatcher(Service):
             self._jobs[task.id] = job
             self._by_tenant[task.tenant_id] += 1
             job.add_done_callback(functools.partial(self._done, task.id, task.tenant_id))
+        if len(leases) >= self._low_water or len(self._inflight) >= self._low_water:
+            self._busy_until = self._clock.monotonic() + BUSY_SECONDS
+            if self.on_busy is not None:
+                self.on_busy(time.monotonic() + BUSY_SECONDS)
         return len(leases)
 
     async def _rooms(self) -> tuple[dict[str, int], int]:

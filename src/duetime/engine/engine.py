@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from duetime.clock import Clock, SystemClock
 from duetime.config import Settings
@@ -86,7 +86,7 @@ class Engine:
             open_archive(settings.archive_location)
             if settings.archive_url or settings.is_sqlite
             else None,
-            busy=self.dispatcher.busy,
+            busy=self.busy,
         )
         self.counters = CounterKeeper(
             store,
@@ -102,6 +102,13 @@ class Engine:
             interval=min(1.0, settings.poll_interval_seconds),
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self.busy_elsewhere: list[Callable[[], bool]] = []
+        """More signs of a busy node (its dispatcher processes', added by the node)."""
+
+    def busy(self) -> bool:
+        """Whether this node is delivering in earnest (any of its dispatchers): the history
+        round waits before each batch while it is."""
+        return self.dispatcher.busy() or any(sign() for sign in self.busy_elsewhere)
 
     @property
     def services(self) -> tuple[Service, ...]:

@@ -21,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import logging
 import multiprocessing
 import os
 import signal
 import sys
 import time
+from collections.abc import MutableSequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -75,8 +77,17 @@ class DispatchProcesses:
         self._settings = settings
         self._ctx = multiprocessing.get_context("spawn")
         self._children = [_Child(i) for i in range(1, settings.dispatch_process_count)]
+        # Each process's dispatcher writes when its busy spell ends (time.monotonic(), the same
+        # clock in every process of the machine): the node's background work reads them.
+        self._busy_until = self._ctx.Array("d", settings.dispatch_process_count, lock=False)
         self._watch: asyncio.Task[None] | None = None
         self._stopping = False
+
+    def busy(self) -> bool:
+        """Whether one of these processes' dispatchers is delivering in earnest
+        (:meth:`duetime.engine.dispatcher.Dispatcher.busy`, at most a claim old)."""
+        now = time.monotonic()
+        return any(until > now for until in self._busy_until)
 
     @property
     def pids(self) -> list[int]:
@@ -93,7 +104,7 @@ class DispatchProcesses:
         parent_end, child_end = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=child_main,
-            args=(self._settings, child.index, os.getpid(), child_end),
+            args=(self._settings, child.index, os.getpid(), child_end, self._busy_until),
             name=f"duetime-dispatch-{child.index}",
             daemon=False,
         )
@@ -175,17 +186,21 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def child_main(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
+def child_main(
+    settings: Settings, index: int, parent_pid: int, conn: Connection, busy: MutableSequence[float]
+) -> None:
     """Entry point of a dispatcher process."""
     _die_with_parent(parent_pid)
     from duetime.node.wiring import prepare_process
 
     prepare_process(settings)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run_child(settings, index, parent_pid, conn))
+        asyncio.run(_run_child(settings, index, parent_pid, conn, busy))
 
 
-async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Connection) -> None:
+async def _run_child(
+    settings: Settings, index: int, parent_pid: int, conn: Connection, busy: MutableSequence[float]
+) -> None:
     from duetime.engine.dispatcher import Dispatcher
     from duetime.engine.notifier import Notifier
     from duetime.node.wiring import GRACE_SECONDS, build_deliverers, open_node_store
@@ -209,6 +224,7 @@ async def _run_child(settings: Settings, index: int, parent_pid: int, conn: Conn
         dispatcher = Dispatcher.from_settings(
             store, deliverers, SystemClock(), settings, node_id=f"{settings.node_id}/{index}"
         )
+        dispatcher.on_busy = functools.partial(busy.__setitem__, index)
         await dispatcher.start()
         notifier = Notifier(store, SystemClock(), window=settings.notify_window_seconds)
         notifier.listen()

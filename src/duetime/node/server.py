@@ -119,6 +119,7 @@ async def run_node(
             await engine.start()
             processes = DispatchProcesses(settings)
             processes.start()
+            engine.busy_elsewhere.append(processes.busy)
         config = uvicorn.Config(
             app,
             host=settings.host,
