@@ -19,7 +19,7 @@ import contextlib
 import hmac
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
 import pydantic
@@ -33,6 +33,7 @@ from duetime.api.quotas import QuotaGate
 from duetime.auth import hash_api_key
 from duetime.clock import SystemClock
 from duetime.config import Settings
+from duetime.engine.pressure import Pulse
 from duetime.errors import Conflict, Forbidden, Unauthorized
 from duetime.store.protocols import ApiStore, TenantStore
 
@@ -157,6 +158,9 @@ class Services:
     """Largest request body accepted, in bytes (413 beyond)."""
     batch_body_limit: int
     """The same for ``POST /v1/tasks/batch``."""
+    pulse: Pulse = field(default_factory=Pulse)
+    """The API's share of the hot path: tasks created, leased and acked (the node's history
+    round waits while it is busy, :mod:`duetime.engine.pressure`)."""
 
 
 def bearer_token(request: Request) -> str | None:

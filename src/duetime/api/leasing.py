@@ -36,6 +36,7 @@ from starlette.requests import Request
 
 from duetime import metrics
 from duetime.clock import utcnow
+from duetime.engine.pressure import Pulse
 from duetime.errors import StoreUnavailable, TooManyRequests
 from duetime.observe import tracing
 from duetime.observe.endings import attempts_ended, trace_lease
@@ -120,8 +121,10 @@ class _TtlSet:
 class LeaseHub:
     """What the lease routes of one app share (``app.state.lease_hub``, see :func:`hub`)."""
 
-    def __init__(self, store: PullStore) -> None:
+    def __init__(self, store: PullStore, pulse: Pulse | None = None) -> None:
         self.store = store
+        self.pulse = pulse or Pulse()
+        """Tasks leased and acked here count toward the node's busy hot path."""
         # Checked once: isinstance() against a runtime-checkable protocol costs ~10 µs a call.
         self._completer = store if isinstance(store, LeaseCompleter) else None
         self.watch = ReadyWatch(store.ready_signal)
@@ -186,6 +189,7 @@ class LeaseHub:
                 if not self._waiting[tenant_id]:
                     del self._waiting[tenant_id]
         if leases:
+            self.pulse.add(len(leases))
             metrics.child(metrics.LEASES_GRANTED, queue).inc(len(leases))
             lag = metrics.child(metrics.DUE_LAG, queue)
             for lease in leases:
@@ -226,6 +230,7 @@ class LeaseHub:
 
     async def ack(self, tenant_id: str, items: Sequence[Ack]) -> list[AckResult]:
         """End the attempts under the items' leases, fenced; results in input order."""
+        self.pulse.add(len(items))
         out: list[AckResult | None] = [None] * len(items)
         ended_by: collections.Counter[tuple[str, str]] = collections.Counter()
         rest = list(range(len(items)))
@@ -396,7 +401,8 @@ def hub(request: Request) -> LeaseHub:
     state = request.app.state
     found: LeaseHub | None = getattr(state, "lease_hub", None)
     if found is None:
-        found = LeaseHub(state.store)
+        services = getattr(state, "services", None)
+        found = LeaseHub(state.store, None if services is None else services.pulse)
         state.lease_hub = found
         if getattr(state, "long_polls_ended", False):
             found.watch.close()

@@ -116,6 +116,7 @@ async def run_node(
             # The node process's dispatcher takes its share; DispatchProcesses run the others.
             mine = for_process(settings, 0)
             engine = Engine(store, mine, build_deliverers(mine))
+            engine.busy_elsewhere.append(app.state.services.pulse.busy)
             await engine.start()
             processes = DispatchProcesses(settings)
             processes.start()

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from duetime.api import render
 from duetime.api.batch_errors import located
 from duetime.api.convert import encode_cursor, path_id, task_filter
-from duetime.api.deps import Caller, TenantCall, body_schema, json_body, tenant_call
+from duetime.api.deps import Caller, TenantCall, body_schema, json_body, services, tenant_call
 from duetime.api.idempotency import check_repeats
 from duetime.api.problems import problem_responses
 from duetime.api.routes.history import cold_tier
@@ -53,6 +53,7 @@ def _task_id(raw: str) -> str:
 async def _create(call: Caller, new: list[NewTask], request: Request) -> list[TaskCreated]:
     """Create ``new``; with tracing on, or a ``traceparent`` header, in a span and stamped
     with its trace context (:func:`duetime.observe.tracing.create_traced`)."""
+    services(request).pulse.add(len(new))
     header = request.headers.get("traceparent")
     if header is None and not tracing.ENABLED:
         return await call.store.task_create_many(new)
