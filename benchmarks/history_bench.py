@@ -331,7 +331,7 @@ async def archive_round(url: str, archive_dir: str, rows: int) -> tuple[float, i
         service = HistoryMaintenance(store, leader, clock, config, Archive(archive_dir))
         counts = await store.history_month_counts(month_of(NOW - timedelta(days=75)))
         t0 = time.perf_counter()
-        await service.archive_round()
+        await service.archive_round(clock.now())
         return time.perf_counter() - t0, sum(counts.values())
     finally:
         await store.close()
