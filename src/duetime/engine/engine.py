@@ -106,8 +106,9 @@ class Engine:
         """More signs of a busy node (its dispatcher processes', added by the node)."""
 
     def busy(self) -> bool:
-        """Whether this node is delivering in earnest (any of its dispatchers): the history
-        round waits before each batch while it is."""
+        """Whether this node's hot path is busy (its dispatcher, or one of
+        :attr:`busy_elsewhere`: its dispatcher processes, its API's pulse): the history round
+        waits before each batch while it is."""
         return self.dispatcher.busy() or any(sign() for sign in self.busy_elsewhere)
 
     @property

@@ -8,9 +8,11 @@
    verifies the archived row counts against the store's, seals it with a manifest, and only then
    removes the month from the store (PostgreSQL: detach and drop the partition).
 
-Every batch of steps 1 and 3 first waits while the hot path is busy (the node's dispatcher
-delivering in earnest), up to ``yield_max`` seconds: the round takes the machine's idle time, not
-the burst's (docs/benchmarks.md, "the hot path while an archive round runs").
+Every batch of steps 1 and 3 first waits while the hot path is busy (``busy``: the node's
+dispatchers delivering in earnest, or its API creating, leasing or acking at more than a trickle,
+see :meth:`duetime.engine.engine.Engine.busy`), up to ``yield_max`` seconds: the round takes
+the machine's idle time, not the burst's (docs/benchmarks.md, "The archive round yields to the
+hot path").
 
 Idempotent if a node dies anywhere: a month without a manifest is written again (files are moved
 into place whole, so a half-written file is never read); a sealed month whose removal was cut
@@ -119,8 +121,8 @@ class HistoryMaintenance(Service):
         """Seconds this service has waited for the hot path, in all (for tests and benches)."""
 
     async def _yield(self) -> None:
-        """Before each batch: wait while the hot path is busy (``busy``, the node's dispatcher
-        by default), at most ``config.yield_max`` seconds."""
+        """Before each batch: wait while the hot path is busy (``busy``; the node passes
+        :meth:`duetime.engine.engine.Engine.busy`), at most ``config.yield_max`` seconds."""
         if self._busy is None:
             return
         steps = 0
