@@ -38,10 +38,15 @@ def new_id() -> str:
     return str(uuid.UUID(int=value))
 
 
+def uuid_text(text: str) -> str | None:
+    """``text`` in the canonical spelling of a UUID (any version: lower case, hyphens), or None
+    when it does not parse as one."""
+    try:
+        return str(uuid.UUID(text))
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
 def is_uuid(text: str) -> bool:
     """Whether ``text`` parses as a UUID (any version)."""
-    try:
-        uuid.UUID(text)
-    except (ValueError, AttributeError, TypeError):
-        return False
-    return True
+    return uuid_text(text) is not None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +22,7 @@ from duetime.api.idempotency import request_hash
 from duetime.api.problems import PayloadTooLarge
 from duetime.api.schemas import TaskCreate, TaskPatchIn
 from duetime.errors import ValidationError
-from duetime.ids import is_uuid
+from duetime.ids import is_uuid, uuid_text
 from duetime.store.protocols import StoreClock
 from duetime.text import check
 from duetime.types import NewTask, RetryPolicy, TaskFilter, TaskPatch, TaskStatus
@@ -177,10 +176,7 @@ def path_id(raw: str, field: str) -> str | None:
     """The canonical form of a UUID path id; None when it is not one (the caller's 404). A
     control character or lone surrogate is a 422 naming ``field``."""
     check(raw, field, max_length=MAX_FILTER_CHARS)
-    try:
-        return str(uuid.UUID(raw))
-    except ValueError:
-        return None
+    return uuid_text(raw)
 
 
 def task_filter(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -16,6 +15,7 @@ from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from duetime.delivery.headers import is_reserved_header
+from duetime.ids import uuid_text
 from duetime.text import is_clean
 
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
@@ -58,10 +58,10 @@ def parse_rfc3339(value: object) -> datetime:
 
 def canonical_uuid(value: str) -> str:
     """``value`` as a canonical UUID string; a pydantic error when it is not one."""
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise PydanticCustomError("uuid", "must be a task id (a UUID)") from None
+    canonical = uuid_text(value)
+    if canonical is None:
+        raise PydanticCustomError("uuid", "must be a task id (a UUID)")
+    return canonical
 
 
 def url_checker(*schemes: str) -> AfterValidator:

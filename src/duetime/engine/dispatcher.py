@@ -196,8 +196,8 @@ class Dispatcher(Service):
         return len(self._inflight)
 
     def busy(self) -> bool:
-        """Whether this node is delivering in earnest: a quarter of its slots taken, or a claim
-        of as many tasks in the last :data:`BUSY_SECONDS`. Background work (the history
+        """Whether this dispatcher is delivering in earnest: a quarter of its slots taken, or a
+        claim of as many tasks in the last :data:`BUSY_SECONDS`. Background work (the history
         round) waits while it is; a trickle of tasks does not count."""
         return len(self._inflight) >= self._low_water or self._clock.monotonic() < self._busy_until
 

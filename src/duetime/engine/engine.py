@@ -76,7 +76,7 @@ class Engine:
         )
         self.dispatcher = Dispatcher.from_settings(store, self.deliverers, self.clock, settings)
         # Retention (and, with the cold tier, archiving) of history (engine/history.py): its
-        # batches wait while this node's dispatcher is busy.
+        # batches wait while the node is busy (:meth:`busy`).
         self.history = HistoryMaintenance(
             store,
             self.leader,

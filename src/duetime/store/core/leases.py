@@ -9,10 +9,9 @@ was requested is not handed back (its holder ends it, and it ends ``cancelled``)
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
-from duetime.ids import is_uuid
+from duetime.ids import is_uuid, uuid_text
 from duetime.store.core.plan import Decode, Plan, Row, Wake, all_
 from duetime.store.core.runner import Runs
 from duetime.types import Released, TaskStatus
@@ -44,9 +43,10 @@ def task_release(
         raise ValueError("task_release needs one delay per lease id")
     wanted: dict[str, tuple[str, float]] = {}  # lease id, canonical -> as given, delay
     for lease_id, delay in zip(lease_ids, delays, strict=True):
-        if is_uuid(lease_id):
+        canonical = uuid_text(lease_id)
+        if canonical is not None:
             clamped = min(max(0.0, delay), MAX_RELEASE_DELAY_SECONDS)
-            wanted.setdefault(str(uuid.UUID(lease_id)), (lease_id, clamped))
+            wanted.setdefault(canonical, (lease_id, clamped))
     if not wanted:
         return {}
     held: list[tuple[str, str]] = yield all_(
