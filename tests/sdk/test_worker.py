@@ -76,8 +76,9 @@ async def test_sync_and_async_handlers_complete_in_batches() -> None:
     assert threads and all(t.startswith("duetime-w-test") for t in threads)
     leases = api.bodies("/lease")
     assert all(b["names"] == ["double", "shout"] and b["worker_id"] == "w-test" for b in leases)
-    window = 8 + WorkerConfig().prefetch_for(8)  # free slots plus the default prefetch
-    assert all(1 <= b["max_tasks"] <= window for b in leases)
+    # Free slots plus the default prefetch: one round of slots until handlers have finished.
+    assert 1 <= leases[0]["max_tasks"] <= 8 + WorkerConfig().prefetch_for(8)
+    assert all(1 <= b["max_tasks"] <= WorkerConfig().max_lease_batch for b in leases)
     assert all(b["wait_seconds"] == 0 for b in leases), "until_empty never long-polls"
     batches = api.bodies("/v1/leases/complete")
     assert sum(len(b["items"]) for b in batches) == 50
@@ -142,14 +143,54 @@ async def test_prefetch_refills_in_batches_not_one_by_one() -> None:
     assert asked[0] == 11 and min(asked) >= 5, asked  # never a lease call per freed slot
 
 
-def test_default_prefetch() -> None:
-    assert WorkerConfig().prefetch_for(10) == 100  # max_lease_batch
-    assert WorkerConfig().prefetch_for(50) == 200  # 4 x concurrency
-    assert WorkerConfig().prefetch_for(2000) == 1000  # capped
-    assert WorkerConfig(max_lease_batch=500).prefetch_for(10) == 500
-    assert WorkerConfig(prefetch=0).prefetch_for(10) == 0
+def test_default_prefetch_follows_the_pace_of_handlers() -> None:
+    assert WorkerConfig().prefetch_for(10) == 10  # nothing finished yet: one round of slots
+    assert WorkerConfig().prefetch_for(10, finished_recently=4) == 10
+    assert WorkerConfig().prefetch_for(10, finished_recently=250) == 250
+    assert WorkerConfig().prefetch_for(10, finished_recently=50_000) == 1000  # capped
+    assert WorkerConfig().prefetch_for(2000, finished_recently=50_000) == 2000
+    assert WorkerConfig(prefetch=0).prefetch_for(10, finished_recently=500) == 0
+    assert WorkerConfig(prefetch=7).prefetch_for(10, finished_recently=500) == 7
     with pytest.raises(ValueError, match="prefetch"):
         WorkerConfig(prefetch=-1)
+
+
+async def test_default_prefetch_grows_with_quick_handlers() -> None:
+    """Handlers that finish at once let the window grow past one round of slots, so lease
+    calls come back fuller (the burst case)."""
+    api = FakeLeaseApi()
+    for _ in range(300):
+        api.add("quick")
+    worker = make_worker(api, concurrency=2)
+
+    @worker.handler("quick")
+    async def quick(job: Job) -> None:
+        return None
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
+    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    assert stats.succeeded == 300
+    assert asked[0] == 4, asked  # 2 slots + 2 prefetched (the floor: concurrency)
+    assert max(asked) >= 50, asked
+    assert max(asked) <= WorkerConfig().max_lease_batch
+
+
+async def test_default_prefetch_does_not_hoard_slow_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handlers slower than the horizon keep the prefetch at one round of slots."""
+    monkeypatch.setattr("duetime.sdk.worker.PREFETCH_HORIZON_SECONDS", 0.02)
+    api = FakeLeaseApi()
+    for _ in range(12):
+        api.add("slow")
+    worker = make_worker(api, concurrency=2)
+
+    @worker.handler("slow")
+    async def slow(job: Job) -> None:
+        await asyncio.sleep(0.03)
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
+    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    assert stats.succeeded == 12
+    assert max(asked) <= 4, asked  # 2 slots + 2 prefetched, however many are queued
 
 
 async def test_stop_releases_prefetched_leases_that_never_started() -> None:

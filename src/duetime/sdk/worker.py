@@ -33,7 +33,10 @@ is dropped.
 How it runs: one loop leases tasks ahead of free slots — up to ``concurrency`` running plus
 ``prefetch`` waiting for a slot, as Celery's prefetch does — long-polling when idle and asking only
 for task names it has handlers for; it leases again once at most half the prefetch still waits,
-so each call brings a fuller batch. A prefetched lease is heart-beaten like a running one, so its
+so each call brings a fuller batch. By default the prefetch follows the handlers' pace: about
+as many tasks as the worker finished in the last second (at least ``concurrency``, at most
+1,000), so quick tasks come in full batches while the next call travels, and slow ones are not
+hoarded while other workers idle. A prefetched lease is heart-beaten like a running one, so its
 lease covers the wait for a slot; a lease is read without model validation (``job.task`` is
 parsed on first use). Each task runs on its own
 (async handlers in the event loop, sync ones in a thread pool of ``concurrency`` threads);
@@ -116,6 +119,8 @@ MAX_HANDLERS = 100
 """A lease call names at most this many tasks (the server's limit)."""
 MAX_DEFAULT_PREFETCH = 1000
 """The default prefetch never holds more than this many waiting leases."""
+PREFETCH_HORIZON_SECONDS = 1.0
+"""The default prefetch holds about as many leases as the worker finished in this many seconds."""
 
 
 class NonRetryable(Exception):
@@ -134,12 +139,13 @@ class WorkerConfig:
     - ``wait_seconds``: how long one lease call long-polls when nothing is due.
     - ``max_lease_batch``: the most tasks asked for in one lease call.
     - ``prefetch``: how many leased tasks may wait for a free slot (beyond ``concurrency``
-      running ones); None: ``4 * concurrency`` (as Celery's default prefetch multiplier), at
-      most 1,000 and at least ``max_lease_batch``, so one lease call can fill the window. They
-      are heart-beaten while they wait (one call per lease each ``heartbeat_interval``) and
-      released at a stop. 0 leases only for free slots: better for long tasks shared by many
-      workers, where a prefetched task would wait behind this worker's slots while another
-      worker idles.
+      running ones). None (the default) follows the handlers' pace: as many as the worker
+      finished in the last :data:`PREFETCH_HORIZON_SECONDS`, at least ``concurrency`` and at
+      most 1,000. Quick tasks then arrive in full batches (``max_lease_batch`` a call) while
+      the next call travels; slow ones wait in at most one round of slots, not behind this
+      worker while another idles. They are heart-beaten while they wait (one call per lease
+      each ``heartbeat_interval``) and released at a stop. A number fixes it; 0 leases only
+      for free slots.
     - ``ack_flush_seconds``, ``ack_batch_size``: acks wait at most this long, or until this many
       are buffered, before they are sent.
     - ``shutdown_grace_seconds``: how long running handlers may finish after a stop request.
@@ -182,11 +188,12 @@ class WorkerConfig:
         """Seconds between two heartbeats of one lease."""
         return self.heartbeat_seconds or self.lease_seconds / 3
 
-    def prefetch_for(self, concurrency: int) -> int:
-        """Leased tasks that may wait for a slot, for a worker of ``concurrency`` slots."""
+    def prefetch_for(self, concurrency: int, finished_recently: int = 0) -> int:
+        """Leased tasks that may wait for a slot, for a worker of ``concurrency`` slots that
+        finished ``finished_recently`` tasks in the last :data:`PREFETCH_HORIZON_SECONDS`."""
         if self.prefetch is not None:
             return self.prefetch
-        return max(self.max_lease_batch, min(4 * concurrency, MAX_DEFAULT_PREFETCH))
+        return max(concurrency, min(finished_recently, MAX_DEFAULT_PREFETCH))
 
 
 class Job:
@@ -397,6 +404,7 @@ class Worker:
         self._held: dict[str, _Held] = {}
         self._waiting: deque[_Held] = deque()  # prefetched: leased, waiting for a slot
         self._busy = 0  # slots taken: handlers (or their threads) still running
+        self._finished: deque[float] = deque()  # loop times of the last horizon's finishes
         self._stopping: asyncio.Event | None = None
         self._changed: asyncio.Event | None = None  # a slot freed or a lease let go
         self._hard_stop = False
@@ -680,14 +688,14 @@ class Worker:
     async def _lease_loop(self, client: AsyncClient, until_empty: bool) -> None:
         assert self._stopping is not None and self._changed is not None
         cfg, queues, names = self.config, self.queues, self.handler_names
-        prefetch = cfg.prefetch_for(self.concurrency)
-        window = self.concurrency + prefetch
-        # While more than half the prefetch still waits, leasing again would only fetch a few
-        # tasks per call: wait for room for a fuller batch (the rest covers the call's trip).
-        low_water = prefetch // 2
         turn = empty_streak = 0
         delay = cfg.backoff_seconds
         while not self._stopping.is_set():
+            prefetch = cfg.prefetch_for(self.concurrency, self._finished_recently())
+            window = self.concurrency + prefetch
+            # While more than half the prefetch still waits, leasing again would only fetch a
+            # few tasks per call: wait for room for a fuller batch (the rest covers the trip).
+            low_water = prefetch // 2
             if (self._busy + len(self._waiting) >= window or len(self._waiting) > low_water) or (
                 until_empty and empty_streak >= len(queues) and self._held
             ):
@@ -856,9 +864,21 @@ class Worker:
                 timed_out=True,
             )
 
+    def _finished_recently(self) -> int:
+        """Handlers that finished within the last :data:`PREFETCH_HORIZON_SECONDS`."""
+        finished = self._finished
+        if finished:
+            assert self._loop is not None
+            horizon = self._loop.time() - PREFETCH_HORIZON_SECONDS
+            while finished and finished[0] < horizon:
+                finished.popleft()
+        return len(finished)
+
     def _free_slot(self) -> None:
-        assert self._changed is not None and self._stopping is not None
+        assert self._changed is not None and self._stopping is not None and self._loop is not None
         self._busy -= 1
+        if self.config.prefetch is None:
+            self._finished.append(self._loop.time())
         self._start_waiting()
         self._changed.set()
 
