@@ -35,8 +35,10 @@ def test_shares_add_up_to_the_limit_and_follow_weights(
     assert sum(shares.values()) == limit
     total = sum(w for _, w in tenants)
     for tenant, weight in tenants:
-        exact = limit * weight / total
-        assert exact - 1 < shares.get(tenant, 0) < exact + 1
+        # The weighted share rounded down, plus at most one of the remainder (claim_shares'
+        # contract): an exact share of 279 may get 280 when the draw picks it.
+        floor = limit * weight // total
+        assert floor <= shares.get(tenant, 0) <= floor + 1
 
 
 def test_a_small_share_still_gets_claims_over_many_claims() -> None:
