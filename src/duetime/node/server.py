@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import logging
 import signal
 import socket
@@ -40,7 +41,7 @@ def serve(settings: Settings) -> None:
         sock = bind_socket(settings.host, settings.port)
         try:
             prepare_process(settings)
-            asyncio.run(run_node(settings, sock=sock))
+            asyncio.run(run_node(settings, sock=sock, own_process=True))
         finally:
             sock.close()
     finally:
@@ -97,9 +98,12 @@ async def run_node(
     *,
     ready: asyncio.Event | None = None,
     sock: socket.socket | None = None,
+    own_process: bool = False,
 ) -> None:
     """The whole node: store, engine (unless ``settings.engine`` is False) and the API server,
-    on ``sock`` when given (see :func:`bind_socket`), else on ``settings.host``/``port``."""
+    on ``sock`` when given (see :func:`bind_socket`), else on ``settings.host``/``port``.
+    ``own_process``: the process is the node's alone (``duetime serve``), so what it has loaded
+    once listening is frozen out of the garbage collector's full scans."""
     from duetime.api.app import create_app
     from duetime.api.leasing import end_long_polls
     from duetime.engine.engine import Engine
@@ -152,6 +156,12 @@ async def run_node(
                 settings.port if sock is None else sock.getsockname()[1],
                 settings.db_url.split("@")[-1],
             )
+            if own_process:
+                # A batch create allocates tens of thousands of objects, enough for a full
+                # collection every call or two, and each one walked every module, model and
+                # route loaded at start: ~10 us of node CPU per created task
+                # (docs/benchmarks.md, ninth session).
+                gc.freeze()
             if ready is not None:
                 ready.set()
             await serving
