@@ -43,6 +43,8 @@ TERMINAL_STATUSES = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStat
 PATCHABLE_STATUSES = frozenset(
     {TaskStatus.SCHEDULED, TaskStatus.BLOCKED, TaskStatus.READY, TaskStatus.RETRYING}
 )
+WAITING_STATUSES = frozenset({TaskStatus.SCHEDULED, TaskStatus.READY, TaskStatus.RETRYING})
+"""Statuses in which a task has a next attempt due (``Task.next_attempt_at``)."""
 
 
 class AttemptOutcome(enum.StrEnum):
@@ -152,8 +154,7 @@ class Task:
 
     @property
     def next_attempt_at(self) -> datetime | None:
-        waiting = (TaskStatus.SCHEDULED, TaskStatus.READY, TaskStatus.RETRYING)
-        return self.due_at if self.status in waiting else None
+        return self.due_at if self.status in WAITING_STATUSES else None
 
 
 @dataclass(frozen=True, slots=True)

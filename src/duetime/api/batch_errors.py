@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from duetime.api.schemas import TaskCreate
 from duetime.errors import ValidationError
+from duetime.types import NewTask
 
 
-def located(exc: ValidationError, bodies: Sequence[TaskCreate]) -> ValidationError:
-    """``exc`` with its field prefixed ``tasks.N.`` when it is about one body's ``depends_on``
-    (the first body naming the parent the error names); otherwise ``exc`` unchanged."""
+def located(exc: ValidationError, tasks: Sequence[NewTask]) -> ValidationError:
+    """``exc`` with its field prefixed ``tasks.N.`` when it is about one task's ``depends_on``
+    (the first task naming the parent the error names); otherwise ``exc`` unchanged."""
     if exc.field != "depends_on":
         return exc
-    for i, body in enumerate(bodies):
-        if any(parent in exc.detail for parent in body.depends_on):
+    for i, task in enumerate(tasks):
+        if any(parent in exc.detail for parent in task.depends_on):
             return ValidationError(exc.detail, field=f"tasks.{i}.depends_on")
     return exc

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from pydantic_core import PydanticCustomError
 
+from duetime.api.batch_body import Plain
 from duetime.api.fields import parse_rfc3339
 from duetime.api.idempotency import request_hash
 from duetime.api.problems import PayloadTooLarge
@@ -67,16 +68,45 @@ class TaskBuilder:
         return raw.decode()
 
     async def new_tasks(
-        self, store: StoreClock, tenant_id: str, bodies: Sequence[TaskCreate], *, batch: bool
+        self,
+        store: StoreClock,
+        tenant_id: str,
+        bodies: Sequence[TaskCreate | Plain],
+        *,
+        batch: bool,
     ) -> list[NewTask]:
-        """One :class:`NewTask` per body; field paths get a ``tasks.N.`` prefix when ``batch``."""
+        """One :class:`NewTask` per body (a model, or a batch item that
+        :func:`~duetime.api.batch_body.parse_batch` read as plain); field paths get a
+        ``tasks.N.`` prefix when ``batch``."""
         now: datetime | None = None
-        if any(body.delay_seconds for body in bodies):
+        if any(isinstance(body, TaskCreate) and body.delay_seconds for body in bodies):
             now = await store.now()
         return [
-            self.new_task(body, tenant_id, now, f"tasks.{i}." if batch else "")
+            self.new_plain(body, tenant_id, f"tasks.{i}." if batch else "")
+            if isinstance(body, tuple)
+            else self.new_task(body, tenant_id, now, f"tasks.{i}." if batch else "")
             for i, body in enumerate(bodies)
         ]
+
+    def new_plain(self, plain: Plain, tenant_id: str, prefix: str) -> NewTask:
+        """The :class:`NewTask` of a plain batch item: what :meth:`new_task` makes of the same
+        item read by ``TaskCreate`` (no retry, parents, delay, idempotency key or reference)."""
+        target, payload, name, queue, run_at, priority, timeout, labels, key = plain
+        if self.validate_target is not None:
+            target = dict(self._check_target(target, prefix))
+        return NewTask(
+            tenant_id=tenant_id,
+            target=target,
+            payload_json=self.payload_json(payload, prefix + "payload"),
+            name=name,
+            queue=queue,
+            run_at=run_at,
+            priority=priority,
+            retry=DEFAULT_RETRY,
+            timeout_seconds=timeout,
+            concurrency_key=key,
+            labels=labels,
+        )
 
     def new_task(
         self, body: TaskCreate, tenant_id: str, now: datetime | None, prefix: str = ""

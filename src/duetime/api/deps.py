@@ -253,6 +253,12 @@ async def json_body(
     raw = await read_body(request, found.batch_body_limit if batch else found.body_limit)
     if optional and not raw.strip():
         return model()
+    return validated(raw, model)
+
+
+def validated(raw: bytes, model: type[M]) -> M:
+    """``raw`` parsed and validated as ``model`` (see :func:`json_body`, which reads the body
+    first): errors are FastAPI's ``RequestValidationError`` with ``body`` locations."""
     try:
         return model.model_validate_json(raw)
     except pydantic.ValidationError as exc:

@@ -64,12 +64,17 @@ def canonical_uuid(value: str) -> str:
     return canonical
 
 
+def url_has_scheme(value: str, schemes: tuple[str, ...]) -> bool:
+    """Whether ``value`` is an absolute URL with one of ``schemes`` and a host."""
+    parts = urlsplit(value)
+    return parts.scheme.lower() in schemes and bool(parts.hostname)
+
+
 def url_checker(*schemes: str) -> AfterValidator:
     """A validator accepting absolute URLs with one of ``schemes`` and a host."""
 
     def check(value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme.lower() not in schemes or not parts.hostname:
+        if not url_has_scheme(value, schemes):
             raise PydanticCustomError(
                 "url_scheme",
                 "must be an absolute URL with scheme {schemes}",

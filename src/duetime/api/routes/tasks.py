@@ -14,9 +14,19 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
+from duetime.api.batch_body import parse_batch
 from duetime.api.batch_errors import located
 from duetime.api.convert import encode_cursor, path_id, task_filter
-from duetime.api.deps import Caller, TenantCall, body_schema, json_body, services, tenant_call
+from duetime.api.deps import (
+    Caller,
+    TenantCall,
+    body_schema,
+    json_body,
+    read_body,
+    services,
+    tenant_call,
+    validated,
+)
 from duetime.api.idempotency import check_repeats
 from duetime.api.problems import problem_responses
 from duetime.api.routes.history import cold_tier
@@ -93,13 +103,16 @@ async def create_tasks(request: Request) -> Response:
     """Create every task or none; errors name the field as ``tasks.N.<field>``. Tasks whose
     ``idempotency_key`` exists already come back as they are."""
     call = await tenant_call(request)
-    body = await json_body(request, TaskBatchCreate, batch=True)
-    new = await call.builder.new_tasks(call.store, call.tenant_id, body.tasks, batch=True)
+    raw = await read_body(request, services(request).batch_body_limit)
+    bodies = parse_batch(raw)
+    if bodies is None:  # not valid, or not read as plain: pydantic reads it and names the field
+        bodies = [*validated(raw, TaskBatchCreate).tasks]
+    new = await call.builder.new_tasks(call.store, call.tenant_id, bodies, batch=True)
     await call.quotas.admit_tasks(call.tenant_id, len(new))
     try:
         results = await _create(call, new, request)
     except ValidationError as exc:  # the store names `depends_on`; say which task's
-        raise located(exc, body.tasks) from None
+        raise located(exc, new) from None
     return render.json_response({"items": [render.task(r.task) for r in results]}, 201)
 
 
