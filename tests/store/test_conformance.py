@@ -21,7 +21,7 @@ import pytest
 from duetime.errors import StoreUnavailable
 from duetime.store import store_from_url
 from duetime.testing.conformance import *  # noqa: F403
-from duetime.testing.conformance import new_task
+from duetime.testing.conformance import HTTP, new_task
 
 PG_ADMIN_URL = os.environ.get("DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -113,7 +113,10 @@ async def test_ready_signal_reaches_every_node(pg_url: str) -> None:
         for signal in (b.ready_signal, b.due_signal):
             while await signal.wait(0.05):
                 pass
-        await a.task_create_many([new_task(tenant.id)])
+        seen = b.ready_signal.generation
+        await a.task_create_many([new_task(tenant.id)])  # a worker task: long polls only
+        assert await b.ready_signal.wait_after(seen, 5.0)
+        await a.task_create_many([new_task(tenant.id, target=HTTP)])
         assert await b.ready_signal.wait(5.0)
         future = await a.now() + timedelta(seconds=30)
         await a.task_create_many([new_task(tenant.id, run_at=future)])

@@ -41,6 +41,7 @@ from duetime.types import (
 
 PG_ADMIN_URL = os.environ.get("DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 WORKER = {"type": "worker"}
+HTTP = {"type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {}}
 ANY_TYPE = frozenset(TargetType)
 
 
@@ -249,8 +250,13 @@ async def test_signals_cross_nodes(pg_url: str, clock: FakeClock) -> None:
     async with _stores(pg_url, 2, clock) as (a, b):
         tenant = (await a.tenant_create("acme")).id
         await _drain(b.ready_signal)
-        await a.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+        await a.task_create_many([NewTask(tenant_id=tenant, target=HTTP)])
         assert await b.ready_signal.wait(5.0)
+        # A ready worker task wakes the other node's long polls, not its dispatchers.
+        seen = b.ready_signal.generation
+        await a.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+        assert await b.ready_signal.wait_after(seen, 5.0)
+        assert not await b.ready_signal.wait(0.3)
 
         await _drain(b.due_signal)
         later = clock.now() + timedelta(hours=1)

@@ -162,12 +162,21 @@ async def test_two_stores_on_one_file_see_each_other(
 
 
 async def test_ready_signal_wakes_a_waiter_on_create(sqlite_store: SqliteStore) -> None:
-    while await sqlite_store.ready_signal.wait(0):  # start quiet
+    """A ready push task wakes the dispatcher's wait; a ready worker task only the long polls'
+    wait_after (no dispatcher claims it)."""
+    signal = sqlite_store.ready_signal
+    while await signal.wait(0):  # start quiet
         pass
-    waiter = asyncio.create_task(sqlite_store.ready_signal.wait(5.0))
+    waiter = asyncio.create_task(signal.wait(5.0))
+    polls = asyncio.create_task(signal.wait_after(signal.generation, 5.0))
     await asyncio.sleep(0.01)
-    assert not waiter.done()
+    assert not waiter.done() and not polls.done()
     await sqlite_store.task_create_many([NewTask(tenant_id="t", target=WORKER)])
+    assert await asyncio.wait_for(polls, 5.0) is True
+    await asyncio.sleep(0.05)
+    assert not waiter.done(), "a worker task woke the dispatcher"
+    http = {"type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {}}
+    await sqlite_store.task_create_many([NewTask(tenant_id="t", target=http)])
     assert await asyncio.wait_for(waiter, 5.0) is True
 
 

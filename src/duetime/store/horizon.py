@@ -18,7 +18,7 @@ class DueHorizon:
     horizon: datetime | None = None
     """Tasks due at or after this need no wake-up (None: unknown, wake for every one)."""
 
-    def notify(self) -> None:
+    def notify(self, pulls_only: bool = False) -> None:
         raise NotImplementedError
 
     def notify_due(self, at: datetime) -> None:

@@ -90,7 +90,10 @@ class Signal(Protocol):
     promoter wakes by then anyway (it sets this before sleeping and clears it on waking; None:
     unknown). See :mod:`duetime.store.horizon`."""
 
-    def notify(self) -> None: ...
+    def notify(self, pulls_only: bool = False) -> None:
+        """Fire the signal. ``pulls_only``: only what :meth:`wait_after` watches (the lease API's
+        long polls) needs waking: the change concerns ``worker`` tasks, which the dispatchers
+        waiting in :meth:`wait` never claim, so they are left asleep (on every node)."""
 
     def notify_due(self, at: datetime) -> None:
         """:meth:`notify` for a task due at ``at``, unless that is at or after :attr:`horizon`."""

@@ -559,11 +559,19 @@ async def test_create_with_failed_or_cancelled_parent_fails(store: Store, clock:
 
 
 async def test_create_fires_ready_signal(store: Store, clock: FakeClock) -> None:
-    """create: fires ready_signal for a ready task."""
+    """create: fires ready_signal for a ready task; for ready ``worker`` tasks only, it wakes
+    the long polls (``wait_after``) and leaves the dispatchers (``wait``) asleep."""
     tenant_id = await _tenant(store)
-    await _drain(store.ready_signal)
-    await _create(store, tenant_id)
-    assert await store.ready_signal.wait(5.0)
+    signal = store.ready_signal
+    await _drain(signal)
+    seen = signal.generation
+    await _create(store, tenant_id)  # a worker task
+    assert await signal.wait_after(seen, 5.0)
+    assert not await signal.wait(0.1)
+    seen = signal.generation
+    await _create(store, tenant_id, target=HTTP)
+    assert await signal.wait(5.0)
+    assert await signal.wait_after(seen, 0)
 
 
 async def test_create_scheduled_fires_due_signal(store: Store, clock: FakeClock) -> None:
@@ -629,6 +637,15 @@ async def check_signal(signal: Signal) -> None:
     assert await signal.wait_after(seen, 0) is True  # already moved: no waiting
     assert await signal.wait(0.05) is True  # the flag of ``wait`` was left alone
     await _drain(signal)
+    # A wake for the long polls only: wait_after sees it, wait (the dispatchers) does not.
+    seen = signal.generation
+    sleeper = asyncio.ensure_future(signal.wait(0.2))
+    polls = asyncio.ensure_future(signal.wait_after(seen, 5.0))
+    await asyncio.sleep(0.01)
+    signal.notify(pulls_only=True)
+    assert await asyncio.wait_for(polls, 5.0) is True
+    assert await sleeper is False
+    assert await signal.wait(0.05) is False  # nothing left pending for the next wait either
 
 
 # -- get and list ----------------------------------------------------------------------------------

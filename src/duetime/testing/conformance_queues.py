@@ -91,7 +91,7 @@ async def test_signal_wait_after_serves_many_waiters(store: Store, clock: FakeCl
     await asyncio.sleep(0.01)
     assert not any(w.done() for w in waiters)
     a = await _tenant(store)
-    await _create(store, a)  # makes a ready task: fires ready_signal
+    await _create(store, a, target=HTTP)  # makes a ready push task: fires ready_signal
     assert await asyncio.wait_for(asyncio.gather(*waiters), 5.0) == [True, True, True]
     assert signal.generation != seen
     assert await signal.wait_after(seen, 0) is True  # already moved: no waiting

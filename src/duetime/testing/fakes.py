@@ -101,9 +101,10 @@ class FakeSignal(DueHorizon):
         self._flag = asyncio.Event()
         self._changed = asyncio.Event()
 
-    def notify(self) -> None:
+    def notify(self, pulls_only: bool = False) -> None:
         self.generation += 1
-        self._flag.set()
+        if not pulls_only:
+            self._flag.set()
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 

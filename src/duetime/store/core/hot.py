@@ -194,19 +194,21 @@ Cap = Callable[[str], "int | None"]
 
 
 def announce_created(made: Iterable[TaskCreated], ready_signal: Signal, due_signal: Signal) -> None:
-    """After a create commits: wake dispatchers for ready tasks, and the promoter for the
-    earliest scheduled one unless it wakes by then anyway (``notify_due``)."""
-    ready, due = created_wake(made)
+    """After a create commits: wake the long polls for ready ``worker`` tasks and the
+    dispatchers too for ready push tasks, and the promoter for the earliest scheduled one unless
+    it wakes by then anyway (``notify_due``)."""
+    ready, push, due = created_wake(made)
     if ready:
-        ready_signal.notify()
+        ready_signal.notify(pulls_only=not push)
     if due is not None:
         due_signal.notify_due(due)
 
 
-def created_wake(made: Iterable[TaskCreated]) -> tuple[bool, datetime | None]:
-    """What a create owes the signals: whether a task became ready, and the earliest due time
-    of the scheduled ones (None: no task was scheduled)."""
-    ready = False
+def created_wake(made: Iterable[TaskCreated]) -> tuple[bool, bool, datetime | None]:
+    """What a create owes the signals: whether a task became ready, whether one of those is a
+    push task (else only long polls can claim them), and the earliest due time of the scheduled
+    ones (None: no task was scheduled)."""
+    ready = push = False
     due: datetime | None = None
     for c in made:
         if not c.created:
@@ -214,9 +216,10 @@ def created_wake(made: Iterable[TaskCreated]) -> tuple[bool, datetime | None]:
         status = c.task.status
         if status is TaskStatus.READY:
             ready = True
+            push = push or c.task.target["type"] != TargetType.WORKER
         elif status is TaskStatus.SCHEDULED and (due is None or c.task.run_at < due):
             due = c.task.run_at
-    return ready, due
+    return ready, push, due
 
 
 ReadyQueue = tuple[str, str, int]

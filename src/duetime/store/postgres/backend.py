@@ -46,7 +46,13 @@ from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.errors import describe_server, is_unavailable
 from duetime.store.postgres.history import PgHistory
 from duetime.store.postgres.queues import QueueOps
-from duetime.store.postgres.signals import DUE_CHANNEL, READY_CHANNEL, Listener, PgSignal
+from duetime.store.postgres.signals import (
+    DUE_CHANNEL,
+    PULLS_ONLY,
+    READY_CHANNEL,
+    Listener,
+    PgSignal,
+)
 from duetime.store.postgres.sql import QUERIES as Q
 from duetime.store.sql import migrations
 
@@ -198,9 +204,10 @@ class PostgresStore(
             server_settings={**_SERVER_SETTINGS, "application_name": "duetime-listener"},
         )
 
-    async def _send_notify(self, channel: str) -> None:
+    async def _send_notify(self, channel: str, pulls_only: bool = False) -> None:
+        payload = f"{self._token}:{PULLS_ONLY}" if pulls_only else self._token
         async with self._connection() as conn:
-            await conn.execute(Q["notify"], channel, self._token)
+            await conn.execute(Q["notify"], channel, payload)
 
     # -- life of the store ---------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ Every store instance holds one dedicated listener connection (:class:`Listener`)
 each signal's channel. After a commit that made tasks ready (or due at a new time), the store
 calls ``notify()``: its own waiters wake at once, and one ``pg_notify`` goes out in the background
 to every other node; notifies made while that send is still queued ride along with it. The
-payload is the sender's token, so its own listener ignores the echo.
+payload is the sender's token, so its own listener ignores the echo, followed by ``:pulls`` when
+only long polls need waking (``worker`` tasks made ready: no dispatcher claims those).
 
 Why not NOTIFY inside the transaction that changed the tasks: PostgreSQL serializes the commits of
 notifying transactions on one lock held through the commit's WAL flush, which cut concurrent
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 
 READY_CHANNEL = "duetime_ready"
 DUE_CHANNEL = "duetime_due"
+PULLS_ONLY = "pulls"
+"""A notify's payload is ``<sender token>`` or ``<sender token>:pulls`` (wake long polls only)."""
 
 _MIN_BACKOFF = 0.05
 _MAX_BACKOFF = 2.0
@@ -46,17 +49,19 @@ class PgSignal(DueHorizon):
     True when notified since the last wait, locally or by another node.
     """
 
-    def __init__(self, channel: str, send: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(self, channel: str, send: Callable[[str, bool], Awaitable[None]]) -> None:
         self.channel = channel
         self._send = send
         self._event = asyncio.Event()
         self._send_pending = False
+        self._send_all = False  # a notify waiting for the send wakes dispatchers too
         self._tasks: set[asyncio.Task[None]] = set()
         self.generation = 0
         self._changed = asyncio.Event()
 
-    def notify(self) -> None:
-        self.wake()
+    def notify(self, pulls_only: bool = False) -> None:
+        self.wake(pulls_only)
+        self._send_all = self._send_all or not pulls_only
         if self._send_pending:
             return
         try:
@@ -68,9 +73,11 @@ class PgSignal(DueHorizon):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def wake(self) -> None:
-        """Wake this node's waiters only (the listener calls it for other nodes' notifies)."""
-        self._event.set()
+    def wake(self, pulls_only: bool = False) -> None:
+        """Wake this node's waiters only (the listener calls it for other nodes' notifies);
+        ``pulls_only``: the :meth:`wait_after` waiters only."""
+        if not pulls_only:
+            self._event.set()
         self.generation += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -98,8 +105,9 @@ class PgSignal(DueHorizon):
     async def _broadcast(self) -> None:
         # Cleared before sending: a notify() arriving while the send is in flight needs its own.
         self._send_pending = False
+        pulls_only, self._send_all = not self._send_all, False
         try:
-            await self._send(self.channel)
+            await self._send(self.channel, pulls_only)
         except Exception as exc:  # a lost cross-node wake-up costs latency only
             log.debug("pg_notify on %s failed: %s", self.channel, exc)
 
@@ -156,11 +164,12 @@ class Listener:
             conn.terminate()
 
     def _on_notification(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
-        if payload == self._token:
+        sender, _, scope = str(payload).partition(":")
+        if sender == self._token:
             return  # our own notify: the sender already woke this node
         signal = self._signals.get(channel)
         if signal is not None:
-            signal.wake()
+            signal.wake(pulls_only=scope == PULLS_ONLY)
 
     async def _run(self) -> None:
         backoff = _MIN_BACKOFF

@@ -28,11 +28,12 @@ class LocalSignal(DueHorizon):
         self.generation = 0
         self._changed: asyncio.Future[None] | None = None
 
-    def notify(self) -> None:
-        """Wake the waiters (or remember the notification for the next wait)."""
+    def notify(self, pulls_only: bool = False) -> None:
+        """Wake the waiters (or remember the notification for the next wait); ``pulls_only``:
+        only the ``wait_after`` waiters (see :meth:`Signal.notify`)."""
         loop = self._loop
         if loop is None or loop.is_closed():
-            self._pending = True
+            self._pending = self._pending or not pulls_only
             self.generation += 1
             return
         try:
@@ -40,19 +41,21 @@ class LocalSignal(DueHorizon):
         except RuntimeError:
             running = None
         if running is loop:
-            self._wake()
+            self._wake(pulls_only)
         else:
             # Called from another thread (e.g. the database thread): hop onto the waiters' loop.
-            self._pending = True
+            self._pending = self._pending or not pulls_only
             # A RuntimeError means the loop closed in between; the flag is set regardless.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._wake)
+                loop.call_soon_threadsafe(self._wake, pulls_only)
 
-    def _wake(self) -> None:
+    def _wake(self, pulls_only: bool = False) -> None:
         self.generation += 1
         changed, self._changed = self._changed, None
         if changed is not None and not changed.done():
             changed.set_result(None)
+        if pulls_only:
+            return
         if not self._waiters:
             self._pending = True
             return
