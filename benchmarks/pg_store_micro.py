@@ -6,8 +6,12 @@ creates from 32 concurrent callers. Runs in a throwaway
 database on the server named by ``--admin-url`` (dropped at the end)::
 
     .venv/bin/python benchmarks/pg_store_micro.py [--tasks 20000] [--batch 500] [--repeat 3]
+        [--without history,counts]
 
 The store's own clock (the database's now()) decides what is due: nothing is pinned.
+``--without`` disables triggers on ``tasks`` and ``attempts`` after the migrations, to measure
+what they cost the hot path (never do this to a real store): ``history`` is the audit trail's
+(a history row per state change and per attempt), ``counts`` the maintained task counts'.
 """
 
 from __future__ import annotations
@@ -30,6 +34,18 @@ from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, Tar
 DEFAULT_ADMIN_URL = os.environ.get(
     "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
+TRIGGERS = {
+    "history": (
+        ("tasks", "tasks_history_insert"),
+        ("tasks", "tasks_history_update"),
+        ("attempts", "attempts_history_insert"),
+    ),
+    "counts": (
+        ("tasks", "task_counts_insert"),
+        ("tasks", "task_counts_update"),
+        ("tasks", "task_counts_delete"),
+    ),
+}
 PHASES = (
     "create_many",
     "promote",
@@ -40,12 +56,19 @@ PHASES = (
 )
 
 
-async def run_once(url: str, n: int, batch: int) -> dict[str, float]:
+async def run_once(url: str, n: int, batch: int, without: list[str]) -> dict[str, float]:
     """One pass over a fresh, migrated database; returns tasks/s per phase."""
     store = PostgresStore(url, pool_min=2, pool_max=4)
     await store.open()
     try:
         await store.migrate()
+        if without:
+            conn = await asyncpg.connect(url)
+            try:
+                for table, trigger in (t for name in without for t in TRIGGERS[name]):
+                    await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
+            finally:
+                await conn.close()
         tenant = (await store.tenant_create("bench")).id
         due = await store.now() + timedelta(seconds=1)
         tasks = [
@@ -140,7 +163,15 @@ async def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--without",
+        default="",
+        help="comma list of trigger groups to disable: " + ", ".join(TRIGGERS),
+    )
     args = parser.parse_args()
+    without = [w for w in args.without.split(",") if w]
+    if unknown := set(without) - set(TRIGGERS):
+        parser.error(f"--without: unknown {sorted(unknown)}; choose from {sorted(TRIGGERS)}")
 
     admin = await asyncpg.connect(args.admin_url)
     version = await admin.fetchval("SHOW server_version")
@@ -149,11 +180,12 @@ async def main() -> None:
         f"machine: {platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}"
         f" | store: PostgreSQL {version} | tasks={args.tasks} batch={args.batch}"
         f" repeat={args.repeat} (median)"
+        f"{' without ' + ','.join(without) if without else ''}"
     )
     runs: list[dict[str, float]] = []
     for _ in range(args.repeat):
         rates = await with_database(
-            args.admin_url, lambda url: run_once(url, args.tasks, args.batch)
+            args.admin_url, lambda url: run_once(url, args.tasks, args.batch, without)
         )
         assert isinstance(rates, dict)
         runs.append(rates)
