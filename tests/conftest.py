@@ -24,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import queue
 import re
 import socket
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -136,6 +138,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
 
 
+# -- pytest-xdist: the real-process tests on one worker, one at a time ---------------------------
+
+REAL_PROCESSES = "real-processes"
+_REAL_PROCESS_MARKS = re.compile(r"mark\.(acceptance|faults)\b")
+
+
+def _drives_real_processes(rootdir: Path, file: str, seen: dict[str, bool]) -> bool:
+    """Whether the test file ``file`` (relative to ``rootdir``) holds real-process tests: it is in
+    a directory of them, or it marks tests ``acceptance`` or ``faults`` itself."""
+    if file not in seen:
+        path = (rootdir / file).resolve()
+        in_slow_dir = any(d in path.parents for d in SLOW_DIRS.values())
+        seen[file] = in_slow_dir or bool(_REAL_PROCESS_MARKS.search(path.read_text()))
+    return seen[file]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` (scripts/test runs ``-n 2 --dist loadscope --no-loadscope-reorder``),
+    with one change: every file of real-process tests joins one scope, run by one worker, one
+    test at a time, first (it is the longest), while the other worker takes the in-process test
+    files. A burst and its timing bounds then share the machine with in-process tests only, as
+    under any load, never with another burst; module-scoped fixtures (a wheel build, a cluster
+    of nodes) are made once. The controller sees node ids only, not markers: a file is
+    recognised by its directory or by naming the marker (see :func:`_drives_real_processes`).
+    ``xdist_group`` would say the same but is ignored under pytest 9 (xdist 3.8 renames
+    ``item._nodeid``, which pytest 9 no longer reads)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    seen: dict[str, bool] = {}
+
+    class RealProcessesApart(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            if _drives_real_processes(config.rootpath, file, seen):
+                return REAL_PROCESSES
+            return file
+
+    return RealProcessesApart(config, log)
+
+
 def _with_db(url: str, db: str) -> str:
     base, _, _ = url.rpartition("/")
     return f"{base}/{db}"
@@ -176,13 +221,97 @@ def pg_template() -> Iterator[str]:
     asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+class FreshDatabases:
+    """Fresh databases cloned from the template one test ahead, and dropped after their test, on
+    a thread of this class's own: a test takes a database nobody has touched, as before, but no
+    longer waits the ~0.1-0.2 s PostgreSQL takes to clone and drop one (mostly disk writes, which
+    overlap the previous test). One statement at a time, on one admin connection."""
+
+    AHEAD = 1
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        self._jobs: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self._ready: queue.SimpleQueue[str | BaseException] = queue.SimpleQueue()
+        self._failed: list[str] = []
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._work()), name="fresh-databases", daemon=True
+        )
+        self._thread.start()
+        for _ in range(self.AHEAD):
+            self._jobs.put(("create", ""))
+
+    def take(self) -> str:
+        """The URL of a fresh, migrated, empty database (a new one starts cloning meanwhile)."""
+        self._jobs.put(("create", ""))
+        made = self._ready.get(timeout=120)
+        if isinstance(made, BaseException):
+            if not isinstance(made, OSError | asyncpg.PostgresError):
+                raise made
+            pytest.fail(
+                f"PostgreSQL is not reachable at {PG_ADMIN_URL} ({made}); "
+                "run ./scripts/test (it starts a throwaway server) or set DUETIME_TEST_PG_URL",
+                pytrace=False,
+            )
+        return _with_db(PG_ADMIN_URL, made)
+
+    def discard(self, url: str) -> None:
+        """Drop the database at ``url`` (with its connections) once the thread gets to it."""
+        self._jobs.put(("drop", url.rpartition("/")[2]))
+
+    def close(self) -> None:
+        """Drop every database still made or waiting, then stop the thread; AssertionError if a
+        drop failed."""
+        self._jobs.put(None)
+        self._thread.join(120)
+        assert not self._thread.is_alive(), "the databases of this test run were not all dropped"
+        assert not self._failed, f"dropping test databases failed: {self._failed}"
+
+    async def _work(self) -> None:
+        conn: asyncpg.Connection | None = None
+        made: list[str] = []
+        try:
+            while (job := await asyncio.to_thread(self._jobs.get)) is not None:
+                kind, name = job
+                try:
+                    if conn is None or conn.is_closed():
+                        conn = await asyncpg.connect(PG_ADMIN_URL, timeout=5)
+                    if kind == "create":
+                        name = f"duetime_t_{uuid.uuid4().hex[:12]}"
+                        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+                        made.append(name)
+                        self._ready.put(name)
+                    else:
+                        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                        made.remove(name)
+                except Exception as exc:  # handed to the test that waits, or to close()
+                    if kind == "create":
+                        self._ready.put(exc)
+                    else:
+                        self._failed.append(f"{name}: {exc!r}")
+            for name in made:  # made ahead and never taken
+                assert conn is not None
+                await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            if conn is not None:
+                await conn.close()
+
+
+@pytest.fixture(scope="session")
+def fresh_databases(pg_template: str) -> Iterator[FreshDatabases]:
+    databases = FreshDatabases(pg_template)
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
 @pytest.fixture
-async def pg_url(pg_template: str) -> AsyncIterator[str]:
+def pg_url(fresh_databases: FreshDatabases) -> Iterator[str]:
     """URL of a fresh, migrated, empty PostgreSQL database for this test."""
-    name = f"duetime_t_{uuid.uuid4().hex[:12]}"
-    await _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
-    yield _with_db(PG_ADMIN_URL, name)
-    await _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    url = fresh_databases.take()
+    yield url
+    fresh_databases.discard(url)
 
 
 @pytest.fixture
