@@ -11,31 +11,44 @@ _lock = threading.Lock()
 _last_ms = 0
 _seq = 0
 _SEQ_MAX = 0xFFF
+_MS_MASK = (1 << 48) - 1
+_VERSION = 0x7 << 76
+_VARIANT = 0b10 << 62
+_RAND_B_MASK = (1 << 62) - 1
 
 
 def new_id() -> str:
-    """A new RFC 9562 UUIDv7 as a string, monotonic within this process.
+    """A new RFC 9562 UUIDv7 as a string, monotonic within this process (see :func:`new_ids`)."""
+    return new_ids(1)[0]
+
+
+def new_ids(n: int) -> list[str]:
+    """``n`` new RFC 9562 UUIDv7s as strings, in increasing order, monotonic within this process.
 
     48-bit unix milliseconds, then a 12-bit counter (RFC 9562 "method 1": ids made in the same
     millisecond still sort in creation order, so "newest first" listings and their cursors are
     exact), then 62 random bits. When the counter overflows, the timestamp is advanced by one.
+    One lock and one read of the random source for the lot: a batch create takes 1,000 at once.
     """
     global _last_ms, _seq
+    randoms = os.urandom(8 * n + 1)  # rand_b of each id, then where a millisecond's count starts
+    stamps: list[int] = []
+    ms = time.time_ns() // 1_000_000  # one instant for the lot: the counter orders them
     with _lock:
-        ms = time.time_ns() // 1_000_000
-        if ms > _last_ms:
-            _last_ms, _seq = ms, int.from_bytes(os.urandom(1), "big")  # random start, room to count
-        else:
-            _seq += 1
-            if _seq > _SEQ_MAX:
-                _last_ms, _seq = _last_ms + 1, 0
-        ms, seq = _last_ms, _seq
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76  # version
-    value |= seq << 64  # rand_a as a counter
-    value |= 0b10 << 62  # variant
-    value |= int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)  # rand_b
-    return str(uuid.UUID(int=value))
+        for _ in range(n):
+            if ms > _last_ms:
+                _last_ms, _seq = ms, randoms[-1]  # a random start: room to count
+            else:
+                _seq += 1
+                if _seq > _SEQ_MAX:
+                    _last_ms, _seq = _last_ms + 1, 0
+            stamps.append((_last_ms & _MS_MASK) << 80 | _VERSION | _seq << 64)
+    out: list[str] = []
+    for i, stamp in enumerate(stamps):
+        rand_b = int.from_bytes(randoms[8 * i : 8 * i + 8]) & _RAND_B_MASK
+        h = f"{stamp | _VARIANT | rand_b:032x}"
+        out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    return out
 
 
 def uuid_text(text: str) -> str | None:

@@ -26,7 +26,7 @@ import asyncpg
 from asyncpg import exceptions as pgx
 
 from duetime.errors import Conflict, ValidationError
-from duetime.ids import is_uuid, new_id
+from duetime.ids import is_uuid, new_ids
 from duetime.store.core import hot as rules
 from duetime.store.core import rows
 from duetime.store.core.dependencies import fail_dependents
@@ -113,7 +113,7 @@ class PgHot:
         if not tasks:
             return []
         fresh, slots = rules.first_of_each_key(tasks)
-        ids = [new_id() for _ in fresh]
+        ids = new_ids(len(fresh))
         parents = [tuple(dict.fromkeys(t.depends_on)) for t in fresh]
         for parent in {p for group in parents for p in group}:
             if not is_uuid(parent):

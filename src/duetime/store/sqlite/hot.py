@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from duetime.ids import new_id
+from duetime.ids import new_ids
 from duetime.store.core import hot as rules
 from duetime.store.core import rows
 from duetime.store.recorded import recordable
@@ -78,14 +78,15 @@ def task_create_many(
     made: list[TaskCreated] = []
     inserts: list[dict[str, Any]] = []
     edges: list[dict[str, str]] = []
-    for new, statuses in zip(fresh, parents, strict=True):
+    ids = new_ids(len(fresh))  # one per task, used or not (an idempotent hit makes none)
+    for new, statuses, task_id in zip(fresh, parents, ids, strict=True):
         hit = known.get((new.tenant_id, new.idempotency_key or ""))
         if hit is not None:
             made.append(TaskCreated(task=hit, created=False))
             continue
         run_at = at if new.run_at is None else from_micros(to_micros(new.run_at))
         status, pending = rules.starting_status(statuses, run_at, at)
-        task = rules.created_task(new, new_id(), status, tuple(new.depends_on), run_at, at)
+        task = rules.created_task(new, task_id, status, tuple(new.depends_on), run_at, at)
         inserts.append(_insert_row(new, task, pending, now))
         edges.extend({"parent_id": p, "child_id": task.id} for p in dict.fromkeys(new.depends_on))
         made.append(TaskCreated(task=task, created=True))
