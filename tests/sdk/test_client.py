@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import httpx
+import pydantic
 import pytest
 
 from duetime import errors
@@ -169,6 +171,35 @@ async def test_create_tasks_posts_one_batch_and_keeps_order() -> None:
     assert [t.id for t in made] == ids
     assert bad.value.field == "tasks.1.target"
     assert len(api.requests) == 1
+
+
+async def test_create_tasks_leaves_the_garbage_collector_as_it_found_it() -> None:
+    """create_tasks pauses the collector while it checks specs and decodes the answer; after a
+    call, a refused spec or an answer that does not decode, it is on or off as before."""
+    ids = ["01900000-0000-7000-8000-000000000001"]
+    api = Recorder(
+        httpx.Response(201, json={"items": [task_json(id=ids[0])]}),
+        httpx.Response(201, json={"items": [{"id": "x"}]}),
+        httpx.Response(201, json={"items": [task_json(id=ids[0])]}),
+    )
+    was = gc.isenabled()
+    try:
+        async with client_for(api) as client:
+            gc.enable()
+            assert [t.id for t in await client.create_tasks([{"target": worker_target()}])] == ids
+            assert gc.isenabled()
+            with pytest.raises(errors.ValidationError):
+                await client.create_tasks([{"name": "no target"}])
+            assert gc.isenabled()
+            with pytest.raises(pydantic.ValidationError):
+                await client.create_tasks([{"target": worker_target()}])
+            assert gc.isenabled()
+            gc.disable()
+            await client.create_tasks([{"target": worker_target()}])
+            assert not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()
 
 
 async def test_create_tasks_bodies_match_single_create_bodies() -> None:
