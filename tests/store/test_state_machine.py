@@ -560,6 +560,9 @@ def _run_machine(url: str, max_examples: int, steps: int) -> Harness:
         run_state_machine_as_test(
             machine,
             settings=settings(
+                # The same examples every run: the coverage check below (every kind of step
+                # taken) must not depend on the draw; random draws left one out once in ~4 runs.
+                derandomize=True,
                 max_examples=max_examples,
                 stateful_step_count=steps,
                 deadline=None,
