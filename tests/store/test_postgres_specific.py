@@ -25,7 +25,7 @@ import pytest
 
 from duetime.clock import FakeClock
 from duetime.errors import StoreUnavailable, ValidationError
-from duetime.store.postgres import driver, hot
+from duetime.store.postgres import driver, hot, signals
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.sql import migrations
 from duetime.types import (
@@ -271,6 +271,61 @@ async def test_signals_cross_nodes(pg_url: str, clock: FakeClock) -> None:
             assert await signal_a.wait(0)  # woken locally at once
             # The echo of its own NOTIFY is ignored by the sender.
             assert not await signal_a.wait(0.3)
+
+
+async def test_worker_task_wakes_cross_nodes_only_while_another_node_polls(
+    pg_url: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create of worker tasks sends its NOTIFY (``<token>:pulls``) only while another node
+    has announced waiting long polls on ``duetime_polls``; a push task's always goes out."""
+    monkeypatch.setattr(signals, "POLLS_PEER_SECONDS", 0.3)
+    heard: list[str] = []
+    raw = await asyncpg.connect(pg_url)
+    await raw.add_listener(signals.READY_CHANNEL, lambda *args: heard.append(str(args[3])))
+    try:
+        async with _stores(pg_url, 1, clock) as (a,):
+            tenant = (await a.tenant_create("acme")).id
+            await _eventually(_is(lambda: not a.ready_signal.remote_pollers), 5.0)
+            await a.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+            await asyncio.sleep(0.3)
+            assert heard == [], "a worker task woke other nodes while none polls"
+
+            await raw.execute("SELECT pg_notify($1, 'another-node')", signals.POLLS_CHANNEL)
+            await _eventually(_is(lambda: a.ready_signal.remote_pollers), 5.0)
+            await a.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+            await _eventually(_is(lambda: len(heard) == 1), 5.0)
+            assert heard[0].endswith(":pulls")
+
+            await _eventually(_is(lambda: not a.ready_signal.remote_pollers), 5.0)  # it went quiet
+            await a.task_create_many([NewTask(tenant_id=tenant, target=HTTP)])
+            await _eventually(_is(lambda: len(heard) == 2), 5.0)
+            assert not heard[1].endswith(":pulls")
+    finally:
+        await raw.close()
+
+
+async def test_a_waiting_poll_announces_its_node(
+    pg_url: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long poll waiting on node b (``wait_after``) makes node a count b as polling, so a's
+    create of a worker task wakes it."""
+    monkeypatch.setattr(signals, "POLLS_PEER_SECONDS", 1.0)
+    async with _stores(pg_url, 2, clock) as (a, b):
+        await _eventually(_is(lambda: not a.ready_signal.remote_pollers), 5.0)
+        waiting = asyncio.ensure_future(b.ready_signal.wait_after(b.ready_signal.generation, 5))
+        await _eventually(_is(lambda: a.ready_signal.remote_pollers), 5.0)
+        tenant = (await a.tenant_create("acme")).id
+        await a.task_create_many([NewTask(tenant_id=tenant, target=WORKER)])
+        assert await asyncio.wait_for(waiting, 5.0) is True
+
+
+def _is(check: Callable[[], bool]) -> Callable[[], Any]:
+    """``check`` as the coroutine function :func:`_eventually` awaits."""
+
+    async def checked() -> bool:
+        return check()
+
+    return checked
 
 
 async def test_listener_reconnects_after_its_backend_is_terminated(

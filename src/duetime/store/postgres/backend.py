@@ -48,10 +48,12 @@ from duetime.store.postgres.history import PgHistory
 from duetime.store.postgres.queues import QueueOps
 from duetime.store.postgres.signals import (
     DUE_CHANNEL,
+    POLLS_CHANNEL,
     PULLS_ONLY,
     READY_CHANNEL,
     Listener,
     PgSignal,
+    PollPeers,
 )
 from duetime.store.postgres.sql import QUERIES as Q
 from duetime.store.sql import migrations
@@ -122,10 +124,11 @@ class PostgresStore(
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         # Payload of this instance's notifications: its own listener skips them.
         self._token = uuid.uuid4().hex
-        self.ready_signal = PgSignal(READY_CHANNEL, self._send_notify)
+        self._polls = PollPeers(lambda: self._send_notify(POLLS_CHANNEL))
+        self.ready_signal = PgSignal(READY_CHANNEL, self._send_notify, self._polls)
         self.due_signal = PgSignal(DUE_CHANNEL, self._send_notify)
         self._listener = Listener(
-            self._connect_listener, [self.ready_signal, self.due_signal], self._token
+            self._connect_listener, [self.ready_signal, self.due_signal], self._token, self._polls
         )
         self._migrations = migrations(__package__ or "duetime.store.postgres")
         self._inserts = InsertBatcher(
@@ -241,6 +244,7 @@ class PostgresStore(
         await self._listener.close()
         await self.ready_signal.drain()
         await self.due_signal.drain()
+        await self._polls.drain()
         pool, self._pool = self._pool, None
         if pool is not None:
             try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -35,10 +36,78 @@ READY_CHANNEL = "duetime_ready"
 DUE_CHANNEL = "duetime_due"
 PULLS_ONLY = "pulls"
 """A notify's payload is ``<sender token>`` or ``<sender token>:pulls`` (wake long polls only)."""
+POLLS_CHANNEL = "duetime_polls"
+"""A node whose long polls wait says so here (payload: its token), at most every
+:data:`POLLS_ANNOUNCE_SECONDS` while they do."""
+POLLS_ANNOUNCE_SECONDS = 1.0
+POLLS_PEER_SECONDS = 3.0
+"""A node heard on :data:`POLLS_CHANNEL` counts as polling for this long; after this node's
+listener (re)connects, it assumes other nodes poll for this long (it may have missed them)."""
 
 _MIN_BACKOFF = 0.05
 _MAX_BACKOFF = 2.0
 _KEEPALIVE_SECONDS = 10.0
+
+
+class PollPeers:
+    """Whether another node serves long polls, so that a wake-up meant for long polls only
+    (``notify(pulls_only=True)``: worker tasks made ready) is sent across nodes only when
+    someone else can use it. A single node, or one whose peers never poll, then sends no
+    ``NOTIFY`` for a create of worker tasks: that statement, sent at the very moment the local
+    poll claims the new task, was most of an immediate worker task's latency beyond the claim
+    itself (docs/benchmarks.md, ninth session).
+
+    This node announces itself on :data:`POLLS_CHANNEL` when one of its polls starts waiting
+    (:meth:`polling`, at most every :data:`POLLS_ANNOUNCE_SECONDS`); the listener records other
+    nodes' announcements (:meth:`heard`). A poll that starts waiting on another node in the
+    milliseconds before its announcement arrives can miss a wake-up: it claims again within
+    its poll slice (one second), as after any lost notification.
+    """
+
+    def __init__(self, announce: Callable[[], Awaitable[None]]) -> None:
+        self._announce = announce
+        self._peers: dict[str, float] = {}
+        self._announced_at = -POLLS_ANNOUNCE_SECONDS
+        self._unsure_until = time.monotonic() + POLLS_PEER_SECONDS
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def any(self) -> bool:
+        """True while another node polls, or while this one cannot be sure it does not."""
+        now = time.monotonic()
+        if now < self._unsure_until:
+            return True
+        for token in [t for t, until in self._peers.items() if until <= now]:
+            del self._peers[token]
+        return bool(self._peers)
+
+    def heard(self, token: str) -> None:
+        self._peers[token] = time.monotonic() + POLLS_PEER_SECONDS
+
+    def reconnected(self) -> None:
+        """The listener (re)connected: announcements may have been missed, ours too."""
+        self._unsure_until = time.monotonic() + POLLS_PEER_SECONDS
+        self._announced_at = -POLLS_ANNOUNCE_SECONDS
+
+    def polling(self) -> None:
+        """A local long poll waits: announce this node unless it did so just now."""
+        now = time.monotonic()
+        if now - self._announced_at < POLLS_ANNOUNCE_SECONDS:
+            return
+        self._announced_at = now
+        task = asyncio.get_running_loop().create_task(self._send())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self) -> None:
+        try:
+            await self._announce()
+        except Exception as exc:  # others then miss our wake-ups until the next try: latency
+            self._announced_at = -POLLS_ANNOUNCE_SECONDS
+            log.debug("announcing long polls failed: %s", exc)
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 class PgSignal(DueHorizon):
@@ -49,9 +118,15 @@ class PgSignal(DueHorizon):
     True when notified since the last wait, locally or by another node.
     """
 
-    def __init__(self, channel: str, send: Callable[[str, bool], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        channel: str,
+        send: Callable[[str, bool], Awaitable[None]],
+        peers: PollPeers | None = None,
+    ) -> None:
         self.channel = channel
         self._send = send
+        self._peers = peers
         self._event = asyncio.Event()
         self._send_pending = False
         self._send_all = False  # a notify waiting for the send wakes dispatchers too
@@ -61,6 +136,8 @@ class PgSignal(DueHorizon):
 
     def notify(self, pulls_only: bool = False) -> None:
         self.wake(pulls_only)
+        if pulls_only and self._peers is not None and not self._peers.any():
+            return  # no other node has long polls to wake
         self._send_all = self._send_all or not pulls_only
         if self._send_pending:
             return
@@ -72,6 +149,11 @@ class PgSignal(DueHorizon):
         task = loop.create_task(self._broadcast())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    @property
+    def remote_pollers(self) -> bool:
+        """Whether a pulls-only notify is sent to other nodes (see :class:`PollPeers`)."""
+        return self._peers is None or self._peers.any()
 
     def wake(self, pulls_only: bool = False) -> None:
         """Wake this node's waiters only (the listener calls it for other nodes' notifies);
@@ -87,6 +169,8 @@ class PgSignal(DueHorizon):
         consumes nothing, so it never takes a wake-up from :meth:`wait`'s waiter."""
         if self.generation != generation:
             return True
+        if self._peers is not None:
+            self._peers.polling()
         try:
             await asyncio.wait_for(self._changed.wait(), timeout)
         except TimeoutError:
@@ -125,10 +209,12 @@ class Listener:
         connect: Callable[[], Awaitable[asyncpg.Connection[Any]]],
         signals: Sequence[PgSignal],
         token: str,
+        peers: PollPeers | None = None,
     ) -> None:
         self._connect = connect
         self._signals = {s.channel: s for s in signals}
         self._token = token
+        self._peers = peers
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._conn: asyncpg.Connection[Any] | None = None
@@ -167,6 +253,10 @@ class Listener:
         sender, _, scope = str(payload).partition(":")
         if sender == self._token:
             return  # our own notify: the sender already woke this node
+        if channel == POLLS_CHANNEL:
+            if self._peers is not None:
+                self._peers.heard(sender)
+            return
         signal = self._signals.get(channel)
         if signal is not None:
             signal.wake(pulls_only=scope == PULLS_ONLY)
@@ -184,7 +274,7 @@ class Listener:
             lost = asyncio.Event()
             conn.add_termination_listener(lambda _c, lost=lost: lost.set())
             try:
-                for channel in self._signals:
+                for channel in [*self._signals, *([POLLS_CHANNEL] if self._peers else [])]:
                     await conn.add_listener(channel, self._on_notification)
             except Exception as exc:
                 log.debug("listener cannot LISTEN: %s", exc)
@@ -194,6 +284,8 @@ class Listener:
             backoff = _MIN_BACKOFF
             self._conn = conn
             self.connections += 1
+            if self._peers is not None:
+                self._peers.reconnected()
             self._connected.set()
             if self.connections > 1:
                 log.info("store listener reconnected")
