@@ -155,21 +155,28 @@ def test_default_prefetch_follows_the_pace_of_handlers() -> None:
         WorkerConfig(prefetch=-1)
 
 
+async def _lease_sizes(tasks: int, handler_seconds: float) -> list[int]:
+    """Run a 2-slot worker at its default prefetch over ``tasks`` tasks whose handlers take
+    ``handler_seconds``; the ``max_tasks`` of each lease call it made."""
+    api = FakeLeaseApi()
+    for _ in range(tasks):
+        api.add("job")
+    worker = make_worker(api, concurrency=2)
+
+    @worker.handler("job")
+    async def job(job: Job) -> None:
+        if handler_seconds:
+            await asyncio.sleep(handler_seconds)
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
+    assert stats.succeeded == tasks
+    return [b["max_tasks"] for b in api.bodies("/lease")]
+
+
 async def test_default_prefetch_grows_with_quick_handlers() -> None:
     """Handlers that finish at once let the window grow past one round of slots, so lease
     calls come back fuller (the burst case)."""
-    api = FakeLeaseApi()
-    for _ in range(300):
-        api.add("quick")
-    worker = make_worker(api, concurrency=2)
-
-    @worker.handler("quick")
-    async def quick(job: Job) -> None:
-        return None
-
-    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
-    asked = [b["max_tasks"] for b in api.bodies("/lease")]
-    assert stats.succeeded == 300
+    asked = await _lease_sizes(300, 0)
     assert asked[0] == 4, asked  # 2 slots + 2 prefetched (the floor: concurrency)
     assert max(asked) >= 50, asked
     assert max(asked) <= WorkerConfig().max_lease_batch
@@ -178,18 +185,7 @@ async def test_default_prefetch_grows_with_quick_handlers() -> None:
 async def test_default_prefetch_does_not_hoard_slow_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Handlers slower than the horizon keep the prefetch at one round of slots."""
     monkeypatch.setattr("duetime.sdk.worker.PREFETCH_HORIZON_SECONDS", 0.02)
-    api = FakeLeaseApi()
-    for _ in range(12):
-        api.add("slow")
-    worker = make_worker(api, concurrency=2)
-
-    @worker.handler("slow")
-    async def slow(job: Job) -> None:
-        await asyncio.sleep(0.03)
-
-    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
-    asked = [b["max_tasks"] for b in api.bodies("/lease")]
-    assert stats.succeeded == 12
+    asked = await _lease_sizes(12, 0.03)
     assert max(asked) <= 4, asked  # 2 slots + 2 prefetched, however many are queued
 
 
