@@ -12,7 +12,8 @@ check written out here (:func:`_plain_item`) that agrees with the request models
 is validated alone by pydantic. The fast check never decides an error: at the first doubt —
 a body orjson cannot read, an item that fails, numbers orjson reads differently from pydantic —
 the whole body goes through ``TaskBatchCreate`` as before, so every refusal is the one pydantic
-gives, naming ``tasks.N.<field>`` (``tests/api/test_batch_body.py`` compares both paths).
+gives, naming ``tasks.N.<field>`` (``tests/unit/test_batch_body.py`` compares both paths;
+why this is written by hand: ``docs/adr/0006-plain-batch-bodies.md``).
 """
 
 from __future__ import annotations
