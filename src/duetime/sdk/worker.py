@@ -143,9 +143,10 @@ class WorkerConfig:
       finished in the last :data:`PREFETCH_HORIZON_SECONDS`, at least ``concurrency`` and at
       most 1,000. Quick tasks then arrive in full batches (``max_lease_batch`` a call) while
       the next call travels; slow ones wait in at most one round of slots, not behind this
-      worker while another idles. They are heart-beaten while they wait (one call per lease
-      each ``heartbeat_interval``) and released at a stop. A number fixes it; 0 leases only
-      for free slots.
+      worker while another idles. Leases taken during a quick spell stay held if the
+      handlers then slow down (at most 1,000). They are heart-beaten while they wait (one call
+      per lease each ``heartbeat_interval``) and released at a stop. A number fixes it; 0
+      leases only for free slots.
     - ``ack_flush_seconds``, ``ack_batch_size``: acks wait at most this long, or until this many
       are buffered, before they are sent.
     - ``shutdown_grace_seconds``: how long running handlers may finish after a stop request.
