@@ -29,12 +29,14 @@ from pydantic_core import PydanticCustomError
 
 from duetime.api.fields import parse_rfc3339, url_has_scheme
 from duetime.api.schemas import (
+    LABEL_KEY,
     MAX_BATCH,
     MAX_LABELS,
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    QUEUE_NAME,
     TaskCreate,
 )
 from duetime.text import is_clean
@@ -67,8 +69,8 @@ _PLAIN_FIELDS = frozenset(
 )
 # The patterns of schemas.QueueName and LabelKey (fullmatch: ``$`` would also match before a
 # final newline, which pydantic's regex does not).
-_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-_LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,62}")
+_QUEUE = re.compile(QUEUE_NAME)
+_LABEL_KEY = re.compile(LABEL_KEY)
 _HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 _HTTP_FIELDS = frozenset({"type", "url", "method", "headers"})
 # orjson reads an integer beyond 64 bits as a float, where pydantic reads an int (and refuses

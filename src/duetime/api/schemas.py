@@ -50,10 +50,14 @@ PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
 _DEFAULT_RETRY = RetryPolicy()
 
 TaskId = Annotated[str, Field(max_length=64), AfterValidator(canonical_uuid)]
+QUEUE_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+"""A queue name, unanchored (the model anchors it; :mod:`duetime.api.batch_body` full-matches)."""
+LABEL_KEY = r"[A-Za-z0-9][A-Za-z0-9._/-]{0,62}"
+"""A label key, unanchored (as :data:`QUEUE_NAME`)."""
 QueueName = Annotated[
     str,
     Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
+        pattern=f"^{QUEUE_NAME}$",
         description="1-128 characters: letters, digits, `.`, `_`, `:`, `-`; starts alphanumeric.",
     ),
 ]
@@ -69,7 +73,7 @@ PayloadRef = Annotated[
         "header) handed to the target instead of a payload.",
     ),
 ]
-LabelKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")]
+LabelKey = Annotated[str, Field(pattern=f"^{LABEL_KEY}$")]
 LabelValue = Annotated[str, Field(max_length=256), CleanText]
 Labels = Annotated[
     dict[LabelKey, LabelValue],
