@@ -480,9 +480,12 @@ def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return nodes
 
 
-async def _generic_plan(conn: Any, query: str, types: str, args: str) -> dict[str, Any]:
-    """The generic plan PostgreSQL uses for a prepared statement after five executions."""
-    await conn.execute("SET plan_cache_mode = force_generic_plan")
+async def _generic_plan(
+    conn: Any, query: str, types: str, args: str, *, mode: str = "force_generic_plan"
+) -> dict[str, Any]:
+    """The generic plan PostgreSQL uses for a prepared statement after five executions (or,
+    with ``mode="force_custom_plan"``, the plan for these very arguments)."""
+    await conn.execute(f"SET plan_cache_mode = {mode}")
     await conn.execute(f"PREPARE q({types}) AS {query.rstrip().rstrip(';')}")
     try:
         raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE q({args})")
@@ -540,6 +543,45 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
                 plan = await _generic_plan(conn, *_typed(name, args))
                 used = {n.get("Index Name") for n in _plan_nodes(plan)}
                 assert index in used, f"{name} does not use {index}: {used}"
+        finally:
+            await conn.close()
+
+
+async def test_a_lease_walks_its_index_under_an_analyzed_ready_backlog(pg_url: str) -> None:
+    """Statistics that know of thousands of ready tasks must not turn a lease into a read and
+    sort of the whole backlog (57 ms for 10 out of 100,000 ready tasks, against 1 ms walking the
+    index): both the custom and the generic plan of the worker claim walk
+    tasks_ready_worker_idx in its order and sort nothing, with sequential scans allowed."""
+    async with _stores(pg_url, 1) as (store,):
+        tenant = (await store.tenant_create("acme")).id
+        for _ in range(3):
+            await store.task_create_many(
+                [NewTask(tenant_id=tenant, target=WORKER, queue="q") for _ in range(1000)]
+            )
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute("ANALYZE tasks")  # "3,000 tasks are ready"
+            args = {"names": "NULL", "limit": "10", "lease_seconds": "NULL"}
+            args |= {"grace_seconds": "10", "worker_id": "'w'", "types": "'{worker}'"}
+            args |= {"queue": "'q'", "tenant_id": f"'{tenant}'"}
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                plan = await _generic_plan(conn, *_typed("task_claim_worker", args), mode=mode)
+                nodes = _plan_nodes(plan)
+                used = {n.get("Index Name") for n in nodes}
+                assert "tasks_ready_worker_idx" in used, f"{mode}: {used}"
+                assert not [n for n in nodes if n["Node Type"] == "Sort"], mode
+                scans = [n for n in nodes if n.get("Relation Name") == "tasks"]
+                assert all(n["Node Type"] != "Seq Scan" for n in scans), mode
+            claimed = await store.task_claim(
+                ClaimRequest(
+                    limit=10,
+                    worker_id="w",
+                    target_types=frozenset({TargetType.WORKER}),
+                    tenant_id=tenant,
+                    queue="q",
+                )
+            )
+            assert len(claimed) == 10
         finally:
             await conn.close()
 

@@ -91,6 +91,16 @@ AND NOT EXISTS (
     SELECT 1 FROM queues q
     WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND (q.paused OR q.limited))
 
+-- fragment: claimable_this_queue
+-- The same test for a claim of one tenant's queue, asked of the request's own names: checked
+-- once, not joined to every candidate. Joined, the planner cannot tell how few queues hold
+-- anything back; with statistics that know of a ready backlog it then read and sorted the whole
+-- backlog for every claim (57 ms for a lease of 10 out of 100,000 ready tasks, against 1 ms
+-- walking tasks_ready_worker_idx: docs/benchmarks.md, tenth session).
+AND NOT EXISTS (
+    SELECT 1 FROM queues q
+    WHERE q.tenant_id = :tenant_id AND q.name = :queue AND (q.paused OR q.limited))
+
 -- name: ready_push_queues
 -- The (tenant, queue)s with ready push tasks, their tenant's weight, and whether the queue holds
 -- them back (paused or limited: task_claim_push skips it, the limited path claims it): a skip
@@ -162,7 +172,7 @@ WITH picked AS (
       AND queue = :queue
       AND 'worker' = ANY(:types::text[])
       AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
-      -- include: claimable_queue
+      -- include: claimable_this_queue
     ORDER BY priority DESC, due_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED

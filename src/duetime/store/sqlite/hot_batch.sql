@@ -49,6 +49,13 @@ AND NOT EXISTS (
     SELECT 1 FROM queues AS q
     WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND (q.paused OR q.limited))
 
+-- fragment: claimable_this_queue
+-- The same test for a claim of one tenant's queue, asked once of the request's own names (as
+-- PostgreSQL's, where joining it to every candidate misled the planner).
+AND NOT EXISTS (
+    SELECT 1 FROM queues AS q
+    WHERE q.tenant_id = :tenant_id AND q.name = :queue AND (q.paused OR q.limited))
+
 -- The next (tenant, queue) after (:after_tenant, :after_queue) with ready push tasks, its
 -- tenant's weight, and whether the queue holds its tasks back (paused or limited): one probe of
 -- tasks_ready_push's first two columns. The caller steps through them all (a skip scan: one
@@ -105,7 +112,7 @@ RETURNING *, rowid AS claim_rowid;
     WHERE status = 'ready' AND target_type = 'worker'
       AND tenant_id = :tenant_id AND queue = :queue
       AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
-      -- include: claimable_queue
+      -- include: claimable_this_queue
     ORDER BY priority DESC, due_at
     LIMIT :limit)
 RETURNING *, rowid AS claim_rowid;
