@@ -10,10 +10,17 @@ SELECT * FROM tasks WHERE id = :id AND tenant_id = :tenant_id;
 -- which fold the NULL tests away: without a status the plan walks tasks_tenant_idx newest
 -- first; with a status filter it reaches tasks_tenant_status_idx, so a rare status (the failed
 -- ones, the dead-letter set) is found without walking every task of the tenant.
+-- One status is asked as "status = <it>", as SQLite's task_list does: that walk of
+-- tasks_tenant_status_idx is then in id order and stops after a page. Asked as "= ANY" of one,
+-- the index cannot give that order, and with statistics that know of many tasks in that status
+-- the planner walked tasks_tenant_idx instead, filtering out every newer task of another status
+-- (390 ms for a page of 20,000 succeeded tasks under 160,000 newer ones, against 1.5 ms).
 -- name: task_list
 SELECT * FROM tasks
 WHERE tenant_id = :tenant_id
-  AND (:statuses::text[] IS NULL OR status = ANY(:statuses::text[]))
+  AND (:statuses::text[] IS NULL
+       OR CASE WHEN cardinality(:statuses::text[]) = 1 THEN status = (:statuses::text[])[1]
+               ELSE status = ANY(:statuses::text[]) END)
   AND (:queue::text IS NULL OR queue = :queue)
   AND (:name::text IS NULL OR name = :name)
   AND (:schedule_id::text IS NULL OR schedule_id = :schedule_id)
