@@ -80,16 +80,25 @@ LIMIT :limit;
 -- reads only schedules with an occurrence to handle; the ones only waiting for a previous run
 -- (buffer_one) come last, least recently looked at first (a round moves their cursor, so more of
 -- them than a batch take turns).
+-- Each branch stops at :limit in the order the round wants (the first two walk their index in
+-- next_run_at order): unbounded, every due schedule was read, joined to its last task and sorted
+-- for each round, however few it then took (26 ms for 100 of 20,000 due schedules, then ~1 ms).
 SELECT s.*, t.status AS last_task_status FROM (
-    SELECT *, false AS waiting FROM schedules
-    WHERE NOT paused AND NOT deleted AND overlap = 'allow' AND next_run_at <= :horizon
+    (SELECT *, false AS waiting FROM schedules
+     WHERE NOT paused AND NOT deleted AND overlap = 'allow' AND next_run_at <= :horizon
+     ORDER BY next_run_at
+     LIMIT :limit)
     UNION ALL
-    SELECT *, false AS waiting FROM schedules
-    WHERE NOT paused AND NOT deleted AND overlap <> 'allow' AND next_run_at <= :at
+    (SELECT *, false AS waiting FROM schedules
+     WHERE NOT paused AND NOT deleted AND overlap <> 'allow' AND next_run_at <= :at
+     ORDER BY next_run_at
+     LIMIT :limit)
     UNION ALL
-    SELECT *, true AS waiting FROM schedules
-    WHERE buffered_at IS NOT NULL AND NOT paused AND NOT deleted
-      AND overlap <> 'allow' AND (next_run_at IS NULL OR next_run_at > :at)
+    (SELECT *, true AS waiting FROM schedules
+     WHERE buffered_at IS NOT NULL AND NOT paused AND NOT deleted
+       AND overlap <> 'allow' AND (next_run_at IS NULL OR next_run_at > :at)
+     ORDER BY materialized_until
+     LIMIT :limit)
 ) AS s
 LEFT JOIN tasks t ON t.id = s.last_task_id
 ORDER BY s.waiting, CASE WHEN s.waiting THEN s.materialized_until ELSE s.next_run_at END

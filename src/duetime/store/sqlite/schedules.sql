@@ -81,17 +81,27 @@ LIMIT :limit;
 -- the horizon, the others once an occurrence is due (:at), and any with an occurrence waiting for
 -- the previous run (buffer_one), those last, least recently looked at first (a round moves their
 -- cursor, so more of them than a batch take turns). Each branch is a range scan of its own
--- partial index.
+-- partial index. Each branch stops at :limit in the order the round wants, as PostgreSQL's
+-- (where, unbounded, every due schedule was read and sorted for each round).
 SELECT s.*, t.status AS last_task_status FROM (
-    SELECT *, 0 AS waiting FROM schedules
-    WHERE paused = 0 AND deleted = 0 AND overlap = 'allow' AND next_run_at <= :horizon
+    SELECT * FROM (
+        SELECT *, 0 AS waiting FROM schedules
+        WHERE paused = 0 AND deleted = 0 AND overlap = 'allow' AND next_run_at <= :horizon
+        ORDER BY next_run_at
+        LIMIT :limit)
     UNION ALL
-    SELECT *, 0 AS waiting FROM schedules
-    WHERE paused = 0 AND deleted = 0 AND overlap <> 'allow' AND next_run_at <= :at
+    SELECT * FROM (
+        SELECT *, 0 AS waiting FROM schedules
+        WHERE paused = 0 AND deleted = 0 AND overlap <> 'allow' AND next_run_at <= :at
+        ORDER BY next_run_at
+        LIMIT :limit)
     UNION ALL
-    SELECT *, 1 AS waiting FROM schedules
-    WHERE buffered_at IS NOT NULL AND paused = 0 AND deleted = 0
-      AND overlap <> 'allow' AND (next_run_at IS NULL OR next_run_at > :at)
+    SELECT * FROM (
+        SELECT *, 1 AS waiting FROM schedules
+        WHERE buffered_at IS NOT NULL AND paused = 0 AND deleted = 0
+          AND overlap <> 'allow' AND (next_run_at IS NULL OR next_run_at > :at)
+        ORDER BY materialized_until
+        LIMIT :limit)
 ) AS s
 LEFT JOIN tasks t ON t.id = s.last_task_id
 ORDER BY s.waiting, CASE WHEN s.waiting THEN s.materialized_until ELSE s.next_run_at END
