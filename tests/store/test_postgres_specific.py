@@ -767,3 +767,38 @@ async def test_a_materializer_round_reads_a_batch_under_an_analyzed_due_backlog(
                 assert all(n["Node Type"] != "Seq Scan" for n in scans), mode
         finally:
             await conn.close()
+
+
+async def test_a_retention_sweep_does_not_read_every_schedule(pg_url: str) -> None:
+    """Whether a finished task is still a schedule's last occurrence is asked of its own
+    schedule by primary key, not by reading every schedule for each sweep (a sweep of 500: 38 ms
+    with 100,000 schedules, 13 ms without): no sequential scan of schedules in either plan, and
+    the sweep still deletes."""
+    async with _stores(pg_url, 1) as (store,):
+        tenant = (await store.tenant_create("acme")).id
+        await store.task_create_many(
+            [NewTask(tenant_id=tenant, target=WORKER) for _ in range(1000)]
+        )
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute(_DUE_SCHEDULES, tenant, 3000)
+            await conn.execute(
+                "UPDATE tasks SET status = 'succeeded', finished_at = now() - interval '30 days'"
+            )
+            await conn.execute("ANALYZE")
+            week = str(7 * 86400.0)
+            args = {"succeeded": week, "failed": week, "cancelled": week, "limit": "100"}
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                plan = await _generic_plan(
+                    conn, *_typed_any("task_retention_sweep", args), mode=mode
+                )
+                nodes = _plan_nodes(plan)
+                scans = [n for n in nodes if n.get("Relation Name") == "schedules"]
+                assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), mode
+                assert "tasks_finished_idx" in {n.get("Index Name") for n in nodes}, mode
+            from duetime.history.retention import RetentionPolicy
+
+            week_policy = RetentionPolicy(succeeded=7 * 86400, failed=7 * 86400)
+            assert await store.task_retention_sweep(week_policy, 100) == 100
+        finally:
+            await conn.close()

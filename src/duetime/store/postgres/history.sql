@@ -50,7 +50,12 @@ WITH params AS (
               WHEN 'succeeded' THEN coalesce(r.succeeded_seconds, :succeeded::float8)
               WHEN 'failed' THEN coalesce(r.failed_seconds, :failed::float8)
               ELSE coalesce(r.cancelled_seconds, :cancelled::float8) END)
-      AND t.id NOT IN (SELECT last_task_id FROM schedules WHERE last_task_id IS NOT NULL)
+      -- Asked of the task's own schedule (last_task_id only ever names a task of that
+      -- schedule), by primary key: "t.id NOT IN (SELECT last_task_id FROM schedules)" read
+      -- every schedule for each sweep (a sweep of 500 took 38 ms with 100,000 schedules, 13 ms
+      -- without that read).
+      AND NOT EXISTS (SELECT 1 FROM schedules s
+                      WHERE s.id = t.schedule_id AND s.last_task_id = t.id)
     ORDER BY t.finished_at
     LIMIT :limit
     FOR UPDATE OF t SKIP LOCKED

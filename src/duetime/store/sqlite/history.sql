@@ -49,7 +49,10 @@ DELETE FROM tasks WHERE id IN (
               WHEN 'succeeded' THEN coalesce(r.succeeded_seconds, :succeeded)
               WHEN 'failed' THEN coalesce(r.failed_seconds, :failed)
               ELSE coalesce(r.cancelled_seconds, :cancelled) END AS INTEGER)
-      AND t.id NOT IN (SELECT last_task_id FROM schedules WHERE last_task_id IS NOT NULL)
+      -- Asked of the task's own schedule by primary key, as PostgreSQL's (last_task_id only
+      -- ever names a task of that schedule), not by reading every schedule for each sweep.
+      AND NOT EXISTS (SELECT 1 FROM schedules AS s
+                      WHERE s.id = t.schedule_id AND s.last_task_id = t.id)
     ORDER BY t.finished_at
     LIMIT :limit)
 RETURNING *, NULL AS document;
