@@ -12,6 +12,7 @@ from typing import Any
 from duetime.clock import FakeClock
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
+from duetime.history.retention import RetentionPolicy
 from duetime.schedule.occurrences import jitter_for
 from duetime.schedule.plan import PlanLimits
 from duetime.store import Store
@@ -225,6 +226,28 @@ async def test_overlap_buffer_one_keeps_one_waiting(store: Store, clock: FakeClo
     after = await store.schedule_get(s.tenant_id, s.id)
     assert after is not None and after.buffered_at is None
     assert after.last_task_id == tasks[1].id
+
+
+async def test_retention_keeps_a_schedules_last_occurrence(store: Store, clock: FakeClock) -> None:
+    """The overlap rule reads a schedule's last run, so the retention sweep leaves it while it
+    retires the older finished occurrence (asked of each task's own schedule, by key)."""
+    s = await make_schedule(store, clock, every="PT1M", overlap=OverlapPolicy.SKIP)
+    m = await node(store, clock)
+    clock.advance(60)
+    await m.run_once()
+    [old] = await tasks_of(store, s)
+    await finish(store, old)
+    clock.advance(60)
+    await m.run_once()
+    _, last = await tasks_of(store, s)
+    await finish(store, last)
+    after = await store.schedule_get(s.tenant_id, s.id)
+    assert after is not None and after.last_task_id == last.id
+    clock.advance(8 * 86400)
+    week = RetentionPolicy(succeeded=7 * 86400.0, failed=7 * 86400.0, cancelled=7 * 86400.0)
+    assert await store.task_retention_sweep(week, limit=100) == 1
+    assert await store.task_get(s.tenant_id, old.id) is None
+    assert await store.task_get(s.tenant_id, last.id) is not None
 
 
 async def _downtime(

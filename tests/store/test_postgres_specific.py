@@ -25,6 +25,7 @@ import pytest
 
 from duetime.clock import FakeClock
 from duetime.errors import StoreUnavailable, ValidationError
+from duetime.history.retention import RetentionPolicy
 from duetime.store.postgres import driver, hot, signals
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.sql import migrations
@@ -796,8 +797,6 @@ async def test_a_retention_sweep_does_not_read_every_schedule(pg_url: str) -> No
                 scans = [n for n in nodes if n.get("Relation Name") == "schedules"]
                 assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), mode
                 assert "tasks_finished_idx" in {n.get("Index Name") for n in nodes}, mode
-            from duetime.history.retention import RetentionPolicy
-
             week_policy = RetentionPolicy(succeeded=7 * 86400, failed=7 * 86400)
             assert await store.task_retention_sweep(week_policy, 100) == 100
         finally:
