@@ -39,41 +39,6 @@ from duetime.store.sql import Query
 from duetime.types import QueueSettings
 
 TENANT = "acme"
-TYPES = {
-    "now": "timestamptz",
-    "types": "text[]",
-    "queue": "text",
-    "names": "text[]",
-    "limit": "int",
-    "lease_seconds": "float8",
-    "grace_seconds": "float8",
-    "worker_id": "text",
-    "tenant_id": "text",
-    "completions": "task_completion[]",
-    "lease_ids": "uuid[]",
-    "results": "text[]",
-    "logs": "text[]",
-    "tenant_ids": "text[]",
-    "queues": "text[]",
-    "shares": "int[]",
-    "exclude": "text[]",
-    "max_concurrency": "int",
-    "per_key": "int",
-    "extend_seconds": "float8",
-    "ids": "uuid[]",
-    "horizon": "timestamptz",
-    "at": "timestamptz",
-    "succeeded": "float8",
-    "failed": "float8",
-    "cancelled": "float8",
-    "statuses": "text[]",
-    "name": "text",
-    "schedule_id": "text",
-    "labels": "jsonb",
-    "run_after": "timestamptz",
-    "run_before": "timestamptz",
-    "cursor": "uuid",
-}
 CLAIM = {"now": "NULL", "names": "NULL", "lease_seconds": "NULL", "grace_seconds": "10"}
 CLAIM |= {"worker_id": "'w'", "exclude": "'{}'", "limit": "10"}
 WEEK = str(7 * 86400.0)
@@ -351,12 +316,10 @@ async def measure(
     conn: asyncpg.Connection[Any], case: Case, mode: str, calls: int, show: bool
 ) -> tuple[str, float]:
     q = query(case.statement)
-    types = ", ".join(TYPES[n] for n in q.names)
+    # PostgreSQL infers the parameter types, as for the store's own prepared statements.
     args = ", ".join(case.args[n] for n in q.names)
-    prepare = f"PREPARE q({types}) AS {q.text.rstrip().rstrip(';')}" if types else ""
-    if not types:
-        prepare = f"PREPARE q AS {q.text.rstrip().rstrip(';')}"
-    execute = f"EXECUTE q({args})" if types else "EXECUTE q"
+    prepare = f"PREPARE q AS {q.text.rstrip().rstrip(';')}"
+    execute = f"EXECUTE q({args})" if args else "EXECUTE q"
     await conn.execute(f"SET plan_cache_mode = {mode}")
     await conn.execute(prepare)
     try:

@@ -17,24 +17,6 @@ from duetime.types import ClaimRequest, NewTask, QueueSettings, TargetType
 
 WORKER = {"type": "worker"}
 HTTP = {"type": "http", "url": "http://127.0.0.1:9/hook", "method": "POST", "headers": {}}
-# Parameter types of the claim and probe statements, by name (bound in the order they want).
-TYPES = {
-    "now": "timestamptz",
-    "types": "text[]",
-    "queue": "text",
-    "names": "text[]",
-    "limit": "int",
-    "lease_seconds": "float8",
-    "grace_seconds": "float8",
-    "worker_id": "text",
-    "tenant_id": "text",
-    "max_concurrency": "int",
-    "tenant_ids": "text[]",
-    "queues": "text[]",
-    "shares": "int[]",
-    "exclude": "text[]",
-    "per_key": "int",
-}
 CLAIM = {"now": "NULL", "queue": "'a'", "names": "NULL", "limit": "5", "lease_seconds": "NULL"}
 CLAIM |= {"grace_seconds": "1", "worker_id": "'w'", "tenant_id": "'t'", "max_concurrency": "3"}
 CLAIM |= {"exclude": "'{}'", "per_key": "1", "tenant_ids": "'{t}'", "shares": "'{50}'"}
@@ -42,11 +24,11 @@ CLAIM |= {"queues": "'{a}'"}
 PROBE = {"tenant_ids": "'{t}'", "queues": "'{a}'", "names": "NULL"}
 
 
-def _typed(name: str, values: dict[str, str]) -> tuple[str, str, str]:
-    """``name``'s text, its PREPARE types and its EXECUTE arguments."""
+def _typed(name: str, values: dict[str, str]) -> tuple[str, str]:
+    """``name``'s text and its EXECUTE arguments in the order its ``$n`` want them (PostgreSQL
+    infers the parameter types, as for the store's own prepared statements)."""
     query = Q[name]
-    types = ", ".join(TYPES[n] for n in query.names)
-    return query.text, types, ", ".join(values[n] for n in query.names)
+    return query.text, ", ".join(values[n] for n in query.names)
 
 
 def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -56,9 +38,9 @@ def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-async def _indexes(conn: asyncpg.Connection[Any], query: str, types: str, args: str) -> set[str]:
+async def _indexes(conn: asyncpg.Connection[Any], query: str, args: str) -> set[str]:
     """Index names in the generic plan PostgreSQL uses for ``query`` after five executions."""
-    await conn.execute(f"PREPARE q({types}) AS {query.rstrip().rstrip(';')}")
+    await conn.execute(f"PREPARE q AS {query.rstrip().rstrip(';')}")
     try:
         raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE q({args})")
     finally:
@@ -108,14 +90,13 @@ async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
             "task_leases_get": (
                 (
                     driver.QUERIES["task_leases_get"].text,
-                    "uuid[], text",
                     "'{00000000-0000-4000-8000-000000000000}', 't'",
                 ),
                 "tasks_lease_id_idx",
             ),
         }
-        for name, ((query, types, args), index) in expected.items():
-            used = await _indexes(conn, query, types, args)
+        for name, ((query, args), index) in expected.items():
+            used = await _indexes(conn, query, args)
             assert index in used, f"{name} does not use {index}: {used}"
     finally:
         await conn.close()
@@ -135,7 +116,7 @@ async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_ur
         push_any = {"types": "'{http}'", "queue": "NULL", "limit": "50", "tenant_id": "NULL"}
         push_any |= {"queues": "'{default}'"}
         values = CLAIM | push_any
-        claim, types, args = _typed("task_claim_push", values)
+        claim, args = _typed("task_claim_push", values)
         claim = claim.rstrip().rstrip(";")
         for mode in ("force_custom_plan", "force_generic_plan"):
             tx = conn.transaction()
@@ -143,7 +124,7 @@ async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_ur
             try:  # EXPLAIN ANALYZE runs the claim: rolled back below
                 await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
                 await conn.execute(Q["claim_in_index_order"].text)
-                await conn.execute(f"PREPARE claim({types}) AS {claim}")
+                await conn.execute(f"PREPARE claim AS {claim}")
                 raw = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim({args})")
                 await conn.execute("DEALLOCATE claim")
             finally:

@@ -482,12 +482,12 @@ def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def _generic_plan(
-    conn: Any, query: str, types: str, args: str, *, mode: str = "force_generic_plan"
+    conn: Any, query: str, args: str, *, mode: str = "force_generic_plan"
 ) -> dict[str, Any]:
     """The generic plan PostgreSQL uses for a prepared statement after five executions (or,
     with ``mode="force_custom_plan"``, the plan for these very arguments)."""
     await conn.execute(f"SET plan_cache_mode = {mode}")
-    await conn.execute(f"PREPARE q({types}) AS {query.rstrip().rstrip(';')}")
+    await conn.execute(f"PREPARE q AS {query.rstrip().rstrip(';')}")
     try:
         raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE q({args})")
     finally:
@@ -587,36 +587,12 @@ async def test_a_lease_walks_its_index_under_an_analyzed_ready_backlog(pg_url: s
             await conn.close()
 
 
-_TYPES = {
-    "now": "timestamptz",
-    "types": "text[]",
-    "queue": "text",
-    "names": "text[]",
-    "limit": "int",
-    "lease_seconds": "float8",
-    "grace_seconds": "float8",
-    "worker_id": "text",
-    "tenant_id": "text",
-    "completions": "task_completion[]",
-    "lease_ids": "uuid[]",
-    "results": "text[]",
-    "logs": "text[]",
-    "tenant_ids": "text[]",
-    "queues": "text[]",
-    "shares": "int[]",
-    "exclude": "text[]",
-}
-
-
-def _typed(name: str, values: dict[str, str]) -> tuple[str, str, str]:
-    """``name``'s text (hot_batch.sql or the driver's), PREPARE types and EXECUTE arguments."""
+def _typed(name: str, values: dict[str, str]) -> tuple[str, str]:
+    """``name``'s text (any store statement file) and its EXECUTE arguments in the order its
+    ``$n`` want them; PostgreSQL infers the parameter types, as for the store's own statements."""
     query = hot.Q[name] if name in hot.Q else driver.QUERIES[name]
     values = {"now": "NULL", **values}
-    return (
-        query.text,
-        ", ".join(_TYPES[n] for n in query.names),
-        ", ".join(values[n] for n in query.names),
-    )
+    return query.text, ", ".join(values[n] for n in query.names)
 
 
 async def test_the_history_update_trigger_always_hash_joins(pg_url: str) -> None:
@@ -652,33 +628,6 @@ async def test_the_history_update_trigger_always_hash_joins(pg_url: str) -> None
 
 # -- plans under an analyzed backlog (benchmarks/plan_backlog.py) -------------------------------
 
-_MORE_TYPES = _TYPES | {
-    "statuses": "text[]",
-    "name": "text",
-    "schedule_id": "text",
-    "labels": "jsonb",
-    "run_after": "timestamptz",
-    "run_before": "timestamptz",
-    "cursor": "uuid",
-    "horizon": "timestamptz",
-    "at": "timestamptz",
-    "succeeded": "float8",
-    "failed": "float8",
-    "cancelled": "float8",
-}
-
-
-def _typed_any(name: str, values: dict[str, str]) -> tuple[str, str, str]:
-    """As :func:`_typed`, for the plan statements of any file."""
-    query = hot.Q[name] if name in hot.Q else driver.QUERIES[name]
-    values = {"now": "NULL", **values}
-    return (
-        query.text,
-        ", ".join(_MORE_TYPES[n] for n in query.names),
-        ", ".join(values[n] for n in query.names),
-    )
-
-
 _BACKLOG = """
 INSERT INTO tasks (id, tenant_id, queue, status, target_type, target, payload, retry,
                    timeout_seconds, run_at, due_at, created_at, updated_at, finished_at)
@@ -710,15 +659,13 @@ async def test_a_listing_by_one_status_walks_its_index_under_an_analyzed_backlog
                 ("queue", "name", "schedule_id", "labels", "run_after", "run_before", "cursor"),
                 "NULL",
             )
-            custom = await _generic_plan(
-                conn, *_typed_any("task_list", args), mode="force_custom_plan"
-            )
+            custom = await _generic_plan(conn, *_typed("task_list", args), mode="force_custom_plan")
             nodes = _plan_nodes(custom)
             assert "tasks_tenant_status_idx" in {n.get("Index Name") for n in nodes}, json.dumps(
                 custom
             )
             assert not [n for n in nodes if n["Node Type"] == "Sort"]
-            generic = await _generic_plan(conn, *_typed_any("task_list", args))
+            generic = await _generic_plan(conn, *_typed("task_list", args))
             assert generic["Total Cost"] > 10 * custom["Total Cost"]  # never kept
             page = await store.task_list(
                 TaskFilter(tenant_id=tenant, statuses=[TaskStatus.CANCELLED], limit=50)
@@ -755,7 +702,7 @@ async def test_a_materializer_round_reads_a_batch_under_an_analyzed_due_backlog(
             await conn.execute("ANALYZE schedules")  # "4,000 schedules are due"
             args = {"at": "now()", "horizon": "now() + interval '1 minute'", "limit": "10"}
             for mode in ("force_custom_plan", "force_generic_plan"):
-                plan = await _generic_plan(conn, *_typed_any("schedule_due", args), mode=mode)
+                plan = await _generic_plan(conn, *_typed("schedule_due", args), mode=mode)
                 nodes = _plan_nodes(plan)
                 due = {"schedules_due_ahead_idx", "schedules_due_now_idx"}
                 assert due <= {n.get("Index Name") for n in nodes}, mode
@@ -790,9 +737,7 @@ async def test_a_retention_sweep_does_not_read_every_schedule(pg_url: str) -> No
             week = str(7 * 86400.0)
             args = {"succeeded": week, "failed": week, "cancelled": week, "limit": "100"}
             for mode in ("force_custom_plan", "force_generic_plan"):
-                plan = await _generic_plan(
-                    conn, *_typed_any("task_retention_sweep", args), mode=mode
-                )
+                plan = await _generic_plan(conn, *_typed("task_retention_sweep", args), mode=mode)
                 nodes = _plan_nodes(plan)
                 scans = [n for n in nodes if n.get("Relation Name") == "schedules"]
                 assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), mode
