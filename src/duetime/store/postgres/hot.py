@@ -419,6 +419,8 @@ class PgHot:
                 if take > 0:
                     per_key = limits["max_concurrency_per_key"]
                     statement = "task_claim_keyed" if per_key is not None else _LIMITED[kind]
+                    if per_key is not None:
+                        await tx.execute(Q["claim_keyed_plan"].text)
                     got = await tx.fetch(
                         *bind(
                             statement,

@@ -68,8 +68,8 @@ SET LOCAL enable_sort = off;
 
 -- fragment: claim_lease
 -- Every claim: lease the rows its "picked" CTE chose (FOR UPDATE SKIP LOCKED, so claimers on
--- many nodes never collide; the status test guards the keyed claim, which cannot lock in its
--- window). :lease_seconds NULL = the task's own timeout + :grace_seconds.
+-- many nodes never collide; the status test guards the keyed claim, which does not lock what it
+-- picks). :lease_seconds NULL = the task's own timeout + :grace_seconds.
 UPDATE tasks t SET
     status = 'running',
     version = t.version + 1,
@@ -352,33 +352,198 @@ WITH
 )
 -- include: claim_lease
 
+-- name: claim_keyed_plan
+-- Run before every task_claim_keyed, in its transaction. Without sorts (as claim_in_index_order,
+-- and for the same reason): with statistics that say "nothing is ready", a key's first tasks
+-- and the list of keys were read through tasks_tenant_status_idx and sorted, every ready task of
+-- the tenant once per key listed, where tasks_ready_keyed_idx gives them in order. And generic:
+-- planning that statement (many parts) takes ~2 ms, which custom plans pay on every claim, more
+-- than a claim of a short backlog takes to run; its generic plan walks the same indexes
+-- (tests/store/test_keyed_claim_scale.py checks both plans, under stale and analyzed
+-- statistics), so it is planned once per connection. LOCAL: until the transaction ends (with a
+-- tenant quota, the whole claim's: the statements after it then run the same way, as the push
+-- claim's setting already has them do).
+SET LOCAL enable_sort = off;
+SET LOCAL plan_cache_mode = force_generic_plan;
+
+-- fragment: keyed_first
+-- The first ready tasks of key l.k that may run, in the key's claim order: :per_key less those
+-- of the key running (tasks_ready_keyed_idx, one probe). Every ready task of the key counts,
+-- whatever its target type or name.
+SELECT u.id FROM tasks u
+WHERE u.status = 'ready' AND u.concurrency_key IS NOT NULL
+  AND u.tenant_id = :tenant_id AND u.queue = :queue AND u.concurrency_key = l.k
+ORDER BY u.priority DESC, u.due_at, u.created_at, u.id
+LIMIT greatest(0, :per_key::int - coalesce(((SELECT n FROM busy) ->> l.k)::int, 0))
+
+-- fragment: keyed_may_run
+-- Whether ready task t may run now: it has no key, or it is among its key's first tasks that
+-- may run (keyed_first), looked up in "lead" for the keys found there, else asked for t's key.
+(t.concurrency_key IS NULL
+ OR coalesce(((SELECT n FROM busy) ->> t.concurrency_key)::int, 0) < :per_key::int
+    AND CASE WHEN (SELECT keys FROM lead) ? t.concurrency_key
+             THEN (SELECT heads FROM lead) ? t.id::text
+             ELSE t.id = ANY(ARRAY(SELECT f.id FROM (SELECT t.concurrency_key AS k) AS l,
+                                   LATERAL (
+-- include: keyed_first
+                                   ) AS f))
+        END)
+
+-- fragment: keyed_worker
+-- The claim's ready worker tasks of the queue (tasks_ready_worker_idx).
+t.status = 'ready' AND t.target_type = 'worker' AND t.tenant_id = :tenant_id
+AND t.queue = :queue
+AND 'worker' = ANY(:types::text[])
+AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
+
+-- fragment: keyed_push
+-- The claim's ready push tasks of the queue (tasks_ready_push_idx).
+t.status = 'ready' AND t.target_type <> 'worker' AND t.tenant_id = :tenant_id
+AND t.queue = :queue
+AND t.target_type = ANY(:types::text[])
+AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
+
 -- name: task_claim_keyed
 -- A queue with max_concurrency_per_key (any target types): a task whose concurrency_key already
 -- has :per_key running, or earlier ready ones filling the rest, waits; tasks without a key are
 -- not bound. Each key's tasks go in priority, due, creation order, so with 1 they run serially.
--- Reads every ready task of the queue (the window needs them all); the queue lock serializes
--- claimers, so no row can be taken twice, and claim_lease re-tests the status.
-WITH
+-- Walks the queue's ready tasks of the wanted types in claim order (each target kind's ready
+-- index) and stops at the room; a keyed task is taken when it is among its key's first tasks
+-- that may run (keyed_first: one probe of tasks_ready_keyed_idx). A claim so reads the room and
+-- the tasks before it that may not run, where the window it replaced ranked every ready task of
+-- the queue (288 ms per claim at 100,000 ready; benchmarks/keyed_claim.py). Tasks without a key
+-- are only found by that walk (an index of theirs would cost every plain task a write), so a
+-- backlog that may not run (one busy key's) is still walked once per claim, without sort or
+-- rank. Keys are asked once, not per row, in "lead": every key of a queue of at most 32 (a skip
+-- scan of tasks_ready_keyed_idx, stopped at 33), and the keys of the first room keyed tasks; a
+-- row of theirs is then a lookup, a row of another key asks for its key's first tasks itself.
+-- The queue lock serializes claimers, so no row can be taken twice, and claim_lease re-tests the
+-- status. tests/store/test_keyed_claim_equivalence.py holds it to the window statement.
+WITH RECURSIVE
 -- include: limited_room
-, busy AS (
-    SELECT concurrency_key, count(*)::int AS n FROM tasks
-    WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue
-      AND concurrency_key IS NOT NULL
-    GROUP BY concurrency_key
+, busy AS MATERIALIZED (  -- running tasks by key: {"key": n}
+    SELECT coalesce(jsonb_object_agg(concurrency_key, n), '{}') AS n FROM (
+        SELECT concurrency_key, count(*)::int AS n FROM tasks
+        WHERE tenant_id = :tenant_id AND status = 'running' AND queue = :queue
+          AND concurrency_key IS NOT NULL
+        GROUP BY concurrency_key
+    ) AS b
 ),
-ranked AS (
-    SELECT id, priority, due_at, created_at, concurrency_key,
-           target_type = ANY(:types::text[])
-               AND (:names::text[] IS NULL OR name = ANY(:names::text[])) AS wanted,
-           row_number() OVER (PARTITION BY concurrency_key
-                              ORDER BY priority DESC, due_at, created_at, id) AS rank
-    FROM tasks
-    WHERE status = 'ready' AND tenant_id = :tenant_id AND queue = :queue
+keys (k) AS (  -- the queue's keys with ready tasks, one index probe each
+    (SELECT concurrency_key FROM tasks
+     WHERE status = 'ready' AND concurrency_key IS NOT NULL
+       AND tenant_id = :tenant_id AND queue = :queue
+     ORDER BY concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT concurrency_key FROM tasks
+            WHERE status = 'ready' AND concurrency_key IS NOT NULL
+              AND tenant_id = :tenant_id AND queue = :queue AND concurrency_key > keys.k
+            ORDER BY concurrency_key LIMIT 1)
+    FROM keys WHERE keys.k IS NOT NULL
+),
+few AS (
+    SELECT array_agg(k) AS ks FROM (SELECT k FROM keys WHERE k IS NOT NULL LIMIT 33) AS s
+),
+lead AS MATERIALIZED (  -- {"key": true} and {"id of one of their first tasks": true}
+    SELECT coalesce(jsonb_object_agg(l.k, true), '{}') AS keys,
+           coalesce(jsonb_object_agg(f.id::text, true) FILTER (WHERE f.id IS NOT NULL), '{}')
+               AS heads
+    FROM (
+        SELECT few.k FROM (SELECT unnest(ks) AS k FROM few WHERE cardinality(ks) <= 32) AS few
+        WHERE coalesce(((SELECT n FROM busy) ->> few.k)::int, 0) < :per_key::int
+        UNION
+        SELECT w.concurrency_key FROM (
+            (SELECT t.concurrency_key FROM tasks t
+             WHERE t.status = 'ready' AND t.target_type = 'worker' AND t.tenant_id = :tenant_id
+               AND t.queue = :queue AND t.concurrency_key IS NOT NULL
+               AND 'worker' = ANY(:types::text[])
+               AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
+               AND coalesce(((SELECT n FROM busy) ->> t.concurrency_key)::int, 0) < :per_key::int
+             ORDER BY t.priority DESC, t.due_at
+             LIMIT (SELECT n FROM room))
+            UNION ALL
+            (SELECT t.concurrency_key FROM tasks t
+             WHERE t.status = 'ready' AND t.target_type <> 'worker' AND t.tenant_id = :tenant_id
+               AND t.queue = :queue AND t.concurrency_key IS NOT NULL
+               AND t.target_type = ANY(:types::text[])
+               AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
+               AND coalesce(((SELECT n FROM busy) ->> t.concurrency_key)::int, 0) < :per_key::int
+             ORDER BY t.priority DESC, t.due_at
+             LIMIT (SELECT n FROM room))
+        ) AS w
+    ) AS l
+    LEFT JOIN LATERAL (
+-- include: keyed_first
+    ) AS f ON true
+),
+-- Each ready index walked in its order, (priority, due), to the room. Its order has no creation
+-- time or id, so the tasks of the (priority, due) of the last one taken are then read (an index
+-- range: a batch of creations shares its due time), sorted in claim order, and tested in that
+-- order until the room is filled again, for the claim order to break ties there. (LIMIT WITH
+-- TIES would read on to the next task that may run, however far.)
+worker_walk AS MATERIALIZED (
+    SELECT t.id, t.priority, t.due_at, t.created_at FROM (
+        SELECT t.id, t.priority, t.due_at, t.created_at, t.concurrency_key FROM tasks t
+        WHERE
+-- include: keyed_worker
+        ORDER BY t.priority DESC, t.due_at
+        OFFSET 0  -- tested as they come, not all of a small table before a sort
+    ) AS t
+    WHERE
+-- include: keyed_may_run
+    LIMIT (SELECT n FROM room)
+),
+push_walk AS MATERIALIZED (
+    SELECT t.id, t.priority, t.due_at, t.created_at FROM (
+        SELECT t.id, t.priority, t.due_at, t.created_at, t.concurrency_key FROM tasks t
+        WHERE
+-- include: keyed_push
+        ORDER BY t.priority DESC, t.due_at
+        OFFSET 0
+    ) AS t
+    WHERE
+-- include: keyed_may_run
+    LIMIT (SELECT n FROM room)
 ),
 picked AS (
-    SELECT r.id FROM ranked r LEFT JOIN busy b ON b.concurrency_key = r.concurrency_key
-    WHERE r.wanted AND (r.concurrency_key IS NULL OR coalesce(b.n, 0) + r.rank <= :per_key::int)
-    ORDER BY r.priority DESC, r.due_at, r.created_at, r.id
+    SELECT c.id FROM (
+        SELECT * FROM worker_walk
+        UNION
+        (SELECT t.id, t.priority, t.due_at, t.created_at FROM (
+             SELECT t.id, t.priority, t.due_at, t.created_at, t.concurrency_key FROM tasks t
+             WHERE (SELECT count(*) FROM worker_walk) = (SELECT n FROM room)
+               AND t.priority = (SELECT priority FROM worker_walk
+                                 ORDER BY priority, due_at DESC LIMIT 1)
+               AND t.due_at = (SELECT due_at FROM worker_walk
+                               ORDER BY priority, due_at DESC LIMIT 1)
+               AND
+-- include: keyed_worker
+             ORDER BY t.created_at, t.id
+             OFFSET 0  -- tested after the sort, only until the room is filled
+         ) AS t
+         WHERE
+-- include: keyed_may_run
+         LIMIT (SELECT n FROM room))
+        UNION
+        SELECT * FROM push_walk
+        UNION
+        (SELECT t.id, t.priority, t.due_at, t.created_at FROM (
+             SELECT t.id, t.priority, t.due_at, t.created_at, t.concurrency_key FROM tasks t
+             WHERE (SELECT count(*) FROM push_walk) = (SELECT n FROM room)
+               AND t.priority = (SELECT priority FROM push_walk
+                                 ORDER BY priority, due_at DESC LIMIT 1)
+               AND t.due_at = (SELECT due_at FROM push_walk
+                               ORDER BY priority, due_at DESC LIMIT 1)
+               AND
+-- include: keyed_push
+             ORDER BY t.created_at, t.id
+             OFFSET 0
+         ) AS t
+         WHERE
+-- include: keyed_may_run
+         LIMIT (SELECT n FROM room))
+    ) AS c
+    ORDER BY c.priority DESC, c.due_at, c.created_at, c.id
     LIMIT (SELECT n FROM room)
 )
 -- include: claim_lease

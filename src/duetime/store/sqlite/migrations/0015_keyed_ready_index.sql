@@ -1,0 +1,4 @@
+-- Nothing for SQLite: the PostgreSQL migration of this version adds tasks_ready_keyed_idx for
+-- its keyed claim (task_claim_keyed). SQLite's keyed claim is unchanged (one writer, small
+-- backlogs: it still ranks the queue's ready tasks), so an index would only cost its writes.
+-- The version exists so both backends ship the same ones (tests/unit/test_store_sql.py).
