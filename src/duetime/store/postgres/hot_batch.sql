@@ -454,19 +454,17 @@ lead AS MATERIALIZED (  -- {"key": true} and {"id of one of their first tasks": 
         UNION
         SELECT w.concurrency_key FROM (
             (SELECT t.concurrency_key FROM tasks t
-             WHERE t.status = 'ready' AND t.target_type = 'worker' AND t.tenant_id = :tenant_id
-               AND t.queue = :queue AND t.concurrency_key IS NOT NULL
-               AND 'worker' = ANY(:types::text[])
-               AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
+             WHERE
+-- include: keyed_worker
+               AND t.concurrency_key IS NOT NULL
                AND coalesce(((SELECT n FROM busy) ->> t.concurrency_key)::int, 0) < :per_key::int
              ORDER BY t.priority DESC, t.due_at
              LIMIT (SELECT n FROM room))
             UNION ALL
             (SELECT t.concurrency_key FROM tasks t
-             WHERE t.status = 'ready' AND t.target_type <> 'worker' AND t.tenant_id = :tenant_id
-               AND t.queue = :queue AND t.concurrency_key IS NOT NULL
-               AND t.target_type = ANY(:types::text[])
-               AND (:names::text[] IS NULL OR t.name = ANY(:names::text[]))
+             WHERE
+-- include: keyed_push
+               AND t.concurrency_key IS NOT NULL
                AND coalesce(((SELECT n FROM busy) ->> t.concurrency_key)::int, 0) < :per_key::int
              ORDER BY t.priority DESC, t.due_at
              LIMIT (SELECT n FROM room))
