@@ -17,7 +17,6 @@ import json
 from typing import Any
 
 import asyncpg
-from tests.store.plans import plan_nodes
 
 from duetime.store.postgres import hot
 
@@ -54,6 +53,13 @@ SHAPES: dict[str, tuple[str, str | None]] = {
 # order, one priority in three). The old statement read all 3,000 and more.
 SHORT = {"push": 150, "distinct": 150, "interleaved": 150, "mixed": 150}
 SHORT |= {"blocks": 150 + ROOM * 33}
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [plan]
+    for child in plan.get("Plans", []):
+        found.extend(_nodes(child))
+    return found
 
 
 def _rows_read(nodes: list[dict[str, Any]]) -> int:
@@ -115,7 +121,7 @@ async def test_a_keyed_claim_reads_about_its_room_not_the_backlog(pg_url: str) -
 
 async def _check(conn: asyncpg.Connection[Any], queue: str, mode: str, statistics: str) -> None:
     plan = await _explain(conn, queue, mode)
-    nodes = plan_nodes(plan)
+    nodes = _nodes(plan)
     read = _rows_read(nodes)
     where = f"{queue}, {statistics} statistics, {mode}: {read} rows read"
     assert "WindowAgg" not in {n["Node Type"] for n in nodes}, where

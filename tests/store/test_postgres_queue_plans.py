@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import asyncpg
-from tests.store.plans import plan_nodes
 
 from duetime.store import store_from_url
 from duetime.store.postgres import driver
@@ -32,6 +31,13 @@ def _typed(name: str, values: dict[str, str]) -> tuple[str, str]:
     return query.text, ", ".join(values[n] for n in query.names)
 
 
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [plan]
+    for child in plan.get("Plans", []):
+        found.extend(_nodes(child))
+    return found
+
+
 async def _indexes(conn: asyncpg.Connection[Any], query: str, args: str) -> set[str]:
     """Index names in the generic plan PostgreSQL uses for ``query`` after five executions."""
     await conn.execute(f"PREPARE q AS {query.rstrip().rstrip(';')}")
@@ -39,7 +45,7 @@ async def _indexes(conn: asyncpg.Connection[Any], query: str, args: str) -> set[
         raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE q({args})")
     finally:
         await conn.execute("DEALLOCATE q")
-    return {n["Index Name"] for n in plan_nodes(json.loads(raw)[0]["Plan"]) if "Index Name" in n}
+    return {n["Index Name"] for n in _nodes(json.loads(raw)[0]["Plan"]) if "Index Name" in n}
 
 
 async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
@@ -123,7 +129,7 @@ async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_ur
                 await conn.execute("DEALLOCATE claim")
             finally:
                 await tx.rollback()
-            nodes = plan_nodes(json.loads(raw)[0]["Plan"])
+            nodes = _nodes(json.loads(raw)[0]["Plan"])
             scans = [n for n in nodes if n.get("Index Name") == "tasks_ready_push_idx"]
             assert scans, f"{mode}: the claim does not use tasks_ready_push_idx"
             # The only sort is of the rows taken (a tenant's best across its queues).

@@ -22,7 +22,6 @@ from typing import Any
 
 import asyncpg
 import pytest
-from tests.store.plans import plan_nodes
 
 from duetime.clock import FakeClock
 from duetime.errors import StoreUnavailable, ValidationError
@@ -475,6 +474,13 @@ async def test_outage_raises_store_unavailable_and_heals(pg_url: str, clock: Fak
 # -- plans --------------------------------------------------------------------------------------
 
 
+def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes = [plan]
+    for child in plan.get("Plans", []):
+        nodes.extend(_plan_nodes(child))
+    return nodes
+
+
 async def _generic_plan(
     conn: Any, query: str, args: str, *, mode: str = "force_generic_plan"
 ) -> dict[str, Any]:
@@ -503,7 +509,7 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
             plan = await _generic_plan(
                 conn, *_typed("task_complete_many", {"completions": "ARRAY[]::task_completion[]"})
             )
-            for node in plan_nodes(plan):
+            for node in _plan_nodes(plan):
                 if node["Node Type"] == "Nested Loop":
                     inner = node["Plans"][1]
                     assert inner["Node Type"] not in ("Function Scan", "CTE Scan", "Materialize")
@@ -536,7 +542,7 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
             }
             for name, (index, args) in expected.items():
                 plan = await _generic_plan(conn, *_typed(name, args))
-                used = {n.get("Index Name") for n in plan_nodes(plan)}
+                used = {n.get("Index Name") for n in _plan_nodes(plan)}
                 assert index in used, f"{name} does not use {index}: {used}"
         finally:
             await conn.close()
@@ -561,7 +567,7 @@ async def test_a_lease_walks_its_index_under_an_analyzed_ready_backlog(pg_url: s
             args |= {"queue": "'q'", "tenant_id": f"'{tenant}'"}
             for mode in ("force_custom_plan", "force_generic_plan"):
                 plan = await _generic_plan(conn, *_typed("task_claim_worker", args), mode=mode)
-                nodes = plan_nodes(plan)
+                nodes = _plan_nodes(plan)
                 used = {n.get("Index Name") for n in nodes}
                 assert "tasks_ready_worker_idx" in used, f"{mode}: {used}"
                 assert not [n for n in nodes if n["Node Type"] == "Sort"], mode
@@ -654,7 +660,7 @@ async def test_a_listing_by_one_status_walks_its_index_under_an_analyzed_backlog
                 "NULL",
             )
             custom = await _generic_plan(conn, *_typed("task_list", args), mode="force_custom_plan")
-            nodes = plan_nodes(custom)
+            nodes = _plan_nodes(custom)
             assert "tasks_tenant_status_idx" in {n.get("Index Name") for n in nodes}, json.dumps(
                 custom
             )
@@ -697,7 +703,7 @@ async def test_a_materializer_round_reads_a_batch_under_an_analyzed_due_backlog(
             args = {"at": "now()", "horizon": "now() + interval '1 minute'", "limit": "10"}
             for mode in ("force_custom_plan", "force_generic_plan"):
                 plan = await _generic_plan(conn, *_typed("schedule_due", args), mode=mode)
-                nodes = plan_nodes(plan)
+                nodes = _plan_nodes(plan)
                 due = {"schedules_due_ahead_idx", "schedules_due_now_idx"}
                 assert due <= {n.get("Index Name") for n in nodes}, mode
                 # Each walk stops at the round's batch: the index scan is under its Limit.
@@ -732,7 +738,7 @@ async def test_a_retention_sweep_does_not_read_every_schedule(pg_url: str) -> No
             args = {"succeeded": week, "failed": week, "cancelled": week, "limit": "100"}
             for mode in ("force_custom_plan", "force_generic_plan"):
                 plan = await _generic_plan(conn, *_typed("task_retention_sweep", args), mode=mode)
-                nodes = plan_nodes(plan)
+                nodes = _plan_nodes(plan)
                 scans = [n for n in nodes if n.get("Relation Name") == "schedules"]
                 assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), mode
                 assert "tasks_finished_idx" in {n.get("Index Name") for n in nodes}, mode
