@@ -42,6 +42,7 @@ from duetime.bench.runs import BenchConfig, bench_store, cpu_speed, machine
 from duetime.store.postgres import hot
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.sql import Query, parse
+from duetime.testing.plans import rows_read
 from duetime.types import NewTask, QueueSettings
 
 TENANT = "acme"
@@ -122,21 +123,6 @@ async def build(db: str, backlog: int, only: list[str]) -> None:
         print(f"# built; VACUUM ANALYZE in {time.perf_counter() - start:.1f} s", flush=True)
     finally:
         await conn.close()
-
-
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found.extend(_nodes(child))
-    return found
-
-
-def rows_read(plan: dict[str, Any]) -> int:
-    total = 0.0
-    for n in _nodes(plan):
-        if n.get("Relation Name") == "tasks" and n["Node Type"] != "ModifyTable":
-            total += (n["Actual Rows"] + n.get("Rows Removed by Filter", 0)) * n["Actual Loops"]
-    return round(total)
 
 
 async def prepare(conn: asyncpg.Connection[Any], name: str, query: Query) -> None:

@@ -36,6 +36,7 @@ from duetime.bench.runs import BenchConfig, bench_store, cpu_speed, machine, sql
 from duetime.store.postgres import driver, hot
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.sql import Query
+from duetime.testing.plans import plan_nodes
 from duetime.types import QueueSettings
 
 TENANT = "acme"
@@ -292,17 +293,10 @@ async def read_samples(db: str) -> dict[str, str]:
 # -- plans and times ------------------------------------------------------------------------------
 
 
-def nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found.extend(nodes(child))
-    return found
-
-
 def shape(plan: dict[str, Any]) -> str:
     """The plan's scans of the big tables and its sorts, in plan order."""
     parts = []
-    for n in nodes(plan):
+    for n in plan_nodes(plan):
         kind = n["Node Type"]
         if kind in ("Sort", "Incremental Sort"):
             parts.append(kind)

@@ -13,12 +13,12 @@ first kind outright (it reads every ready task). Times are in ``benchmarks/keyed
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import asyncpg
 
 from duetime.store.postgres import hot
+from duetime.testing.plans import explain, plan_nodes, rows_read, statement
 
 N = 3000
 ROOM = 10
@@ -55,23 +55,6 @@ SHORT = {"push": 150, "distinct": 150, "interleaved": 150, "mixed": 150}
 SHORT |= {"blocks": 150 + ROOM * 33}
 
 
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found.extend(_nodes(child))
-    return found
-
-
-def _rows_read(nodes: list[dict[str, Any]]) -> int:
-    """Rows the plan's scans of ``tasks`` returned or filtered out, over all their loops."""
-    total = 0.0
-    for n in nodes:
-        if n.get("Relation Name") == "tasks" and n["Node Type"] != "ModifyTable":
-            per_loop = n["Actual Rows"] + n.get("Rows Removed by Filter", 0)
-            total += per_loop * n["Actual Loops"]
-    return round(total)
-
-
 async def _build(conn: asyncpg.Connection[Any]) -> None:
     await conn.execute("VACUUM ANALYZE tasks")  # first: statistics that say "nothing is ready"
     for queue, (key, running) in SHAPES.items():
@@ -83,26 +66,19 @@ async def _build(conn: asyncpg.Connection[Any]) -> None:
 
 
 async def _explain(conn: asyncpg.Connection[Any], queue: str, mode: str) -> dict[str, Any]:
-    query = hot.Q["task_claim_keyed"]
     wanted = "'{http}'" if queue == "push" else "'{worker}'"
-    values = {"now": "NULL", "types": wanted, "queue": f"'{queue}'", "names": "NULL"}
+    values = {"types": wanted, "queue": f"'{queue}'", "names": "NULL"}
     values |= {"limit": str(ROOM), "lease_seconds": "NULL", "grace_seconds": "10"}
     values |= {"worker_id": "'w'", "tenant_id": "'acme'", "max_concurrency": "1000"}
     values |= {"per_key": "1"}
-    args = ", ".join(values[n] for n in query.names)
-    # PostgreSQL infers the parameter types, as for the store's own statements.
-    await conn.execute(f"PREPARE q AS {query.text.rstrip().rstrip(';')}")
     tx = conn.transaction()
     await tx.start()
     try:
         await conn.execute(hot.Q["claim_keyed_plan"].text)  # as the store runs it
         await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")  # both plans, though
-        raw = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE q({args})")
+        return await explain(conn, *statement("task_claim_keyed", values), analyze=True)
     finally:
         await tx.rollback()
-        await conn.execute("DEALLOCATE q")
-    plan: dict[str, Any] = json.loads(raw)[0]["Plan"]
-    return plan
 
 
 async def test_a_keyed_claim_reads_about_its_room_not_the_backlog(pg_url: str) -> None:
@@ -121,8 +97,8 @@ async def test_a_keyed_claim_reads_about_its_room_not_the_backlog(pg_url: str) -
 
 async def _check(conn: asyncpg.Connection[Any], queue: str, mode: str, statistics: str) -> None:
     plan = await _explain(conn, queue, mode)
-    nodes = _nodes(plan)
-    read = _rows_read(nodes)
+    nodes = plan_nodes(plan)
+    read = rows_read(plan)
     where = f"{queue}, {statistics} statistics, {mode}: {read} rows read"
     assert "WindowAgg" not in {n["Node Type"] for n in nodes}, where
     scans = [n for n in nodes if n.get("Relation Name") == "tasks"]

@@ -5,14 +5,13 @@ the generic plans prepared statements end up with, also with statistics taken wh
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
 import asyncpg
 
 from duetime.store import store_from_url
 from duetime.store.postgres import driver
 from duetime.store.postgres.hot import Q
+from duetime.testing.plans import explain, index_names, plan_nodes, statement
 from duetime.types import ClaimRequest, NewTask, QueueSettings, TargetType
 
 WORKER = {"type": "worker"}
@@ -22,30 +21,6 @@ CLAIM |= {"grace_seconds": "1", "worker_id": "'w'", "tenant_id": "'t'", "max_con
 CLAIM |= {"exclude": "'{}'", "per_key": "1", "tenant_ids": "'{t}'", "shares": "'{50}'"}
 CLAIM |= {"queues": "'{a}'"}
 PROBE = {"tenant_ids": "'{t}'", "queues": "'{a}'", "names": "NULL"}
-
-
-def _typed(name: str, values: dict[str, str]) -> tuple[str, str]:
-    """``name``'s text and its EXECUTE arguments in the order its ``$n`` want them (PostgreSQL
-    infers the parameter types, as for the store's own prepared statements)."""
-    query = Q[name]
-    return query.text, ", ".join(values[n] for n in query.names)
-
-
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found.extend(_nodes(child))
-    return found
-
-
-async def _indexes(conn: asyncpg.Connection[Any], query: str, args: str) -> set[str]:
-    """Index names in the generic plan PostgreSQL uses for ``query`` after five executions."""
-    await conn.execute(f"PREPARE q AS {query.rstrip().rstrip(';')}")
-    try:
-        raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE q({args})")
-    finally:
-        await conn.execute("DEALLOCATE q")
-    return {n["Index Name"] for n in _nodes(json.loads(raw)[0]["Plan"]) if "Index Name" in n}
 
 
 async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
@@ -68,23 +43,23 @@ async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
         worker, push = {"types": "'{worker}'"}, {"types": "'{http}'"}
         expected = {
             "task_claim_limited_worker": (
-                _typed("task_claim_limited_worker", CLAIM | worker),
+                statement("task_claim_limited_worker", CLAIM | worker),
                 "tasks_ready_worker_idx",
             ),
             "task_claim_limited_push": (
-                _typed("task_claim_limited_push", CLAIM | push),
+                statement("task_claim_limited_push", CLAIM | push),
                 "tasks_ready_push_idx",
             ),
             "ready_push_queues": (
-                _typed("ready_push_queues", CLAIM | push),
+                statement("ready_push_queues", CLAIM | push),
                 "tasks_ready_push_idx",
             ),
             "queue_limited_ready_worker": (
-                _typed("queue_limited_ready_worker", PROBE | worker),
+                statement("queue_limited_ready_worker", PROBE | worker),
                 "tasks_ready_worker_idx",
             ),
             "queue_limited_ready_push": (
-                _typed("queue_limited_ready_push", PROBE | push),
+                statement("queue_limited_ready_push", PROBE | push),
                 "tasks_ready_push_idx",
             ),
             "task_leases_get": (
@@ -96,7 +71,7 @@ async def test_generic_plans_use_the_partial_indexes(pg_url: str) -> None:
             ),
         }
         for name, ((query, args), index) in expected.items():
-            used = await _indexes(conn, query, args)
+            used = index_names(await explain(conn, query, args))
             assert index in used, f"{name} does not use {index}: {used}"
     finally:
         await conn.close()
@@ -116,20 +91,17 @@ async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_ur
         push_any = {"types": "'{http}'", "queue": "NULL", "limit": "50", "tenant_id": "NULL"}
         push_any |= {"queues": "'{default}'"}
         values = CLAIM | push_any
-        claim, args = _typed("task_claim_push", values)
-        claim = claim.rstrip().rstrip(";")
+        claim, args = statement("task_claim_push", values)
         for mode in ("force_custom_plan", "force_generic_plan"):
             tx = conn.transaction()
             await tx.start()
             try:  # EXPLAIN ANALYZE runs the claim: rolled back below
                 await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
                 await conn.execute(Q["claim_in_index_order"].text)
-                await conn.execute(f"PREPARE claim AS {claim}")
-                raw = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim({args})")
-                await conn.execute("DEALLOCATE claim")
+                plan = await explain(conn, claim, args, analyze=True)
             finally:
                 await tx.rollback()
-            nodes = _nodes(json.loads(raw)[0]["Plan"])
+            nodes = plan_nodes(plan)
             scans = [n for n in nodes if n.get("Index Name") == "tasks_ready_push_idx"]
             assert scans, f"{mode}: the claim does not use tasks_ready_push_idx"
             # The only sort is of the rows taken (a tenant's best across its queues).

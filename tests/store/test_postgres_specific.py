@@ -27,9 +27,10 @@ import pytest
 from duetime.clock import FakeClock
 from duetime.errors import StoreUnavailable, ValidationError
 from duetime.history.retention import RetentionPolicy
-from duetime.store.postgres import driver, hot, signals
+from duetime.store.postgres import signals
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.sql import migrations
+from duetime.testing.plans import explain, plan_nodes, statement
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -476,28 +477,6 @@ async def test_outage_raises_store_unavailable_and_heals(pg_url: str, clock: Fak
 # -- plans --------------------------------------------------------------------------------------
 
 
-def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    nodes = [plan]
-    for child in plan.get("Plans", []):
-        nodes.extend(_plan_nodes(child))
-    return nodes
-
-
-async def _generic_plan(
-    conn: Any, query: str, args: str, *, mode: str = "force_generic_plan"
-) -> dict[str, Any]:
-    """The generic plan PostgreSQL uses for a prepared statement after five executions (or,
-    with ``mode="force_custom_plan"``, the plan for these very arguments)."""
-    await conn.execute(f"SET plan_cache_mode = {mode}")
-    await conn.execute(f"PREPARE q AS {query.rstrip().rstrip(';')}")
-    try:
-        raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE q({args})")
-    finally:
-        await conn.execute("DEALLOCATE q")
-    plan: dict[str, Any] = json.loads(raw)[0]["Plan"]
-    return plan
-
-
 async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> None:
     """Statistics taken when nothing runs must not turn a batch completion into a nested loop
     that re-reads the batch per task (quadratic); claims, promotion and reaping keep their
@@ -508,10 +487,11 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
         conn = await asyncpg.connect(pg_url)
         try:
             await conn.execute("ANALYZE tasks")  # "no task is running"
-            plan = await _generic_plan(
-                conn, *_typed("task_complete_many", {"completions": "ARRAY[]::task_completion[]"})
+            empty = {"completions": "ARRAY[]::task_completion[]"}
+            plan = await explain(
+                conn, *statement("task_complete_many", empty), mode="force_generic_plan"
             )
-            for node in _plan_nodes(plan):
+            for node in plan_nodes(plan):
                 if node["Node Type"] == "Nested Loop":
                     inner = node["Plans"][1]
                     assert inner["Node Type"] not in ("Function Scan", "CTE Scan", "Materialize")
@@ -543,8 +523,8 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
                 ),
             }
             for name, (index, args) in expected.items():
-                plan = await _generic_plan(conn, *_typed(name, args))
-                used = {n.get("Index Name") for n in _plan_nodes(plan)}
+                plan = await explain(conn, *statement(name, args), mode="force_generic_plan")
+                used = {n.get("Index Name") for n in plan_nodes(plan)}
                 assert index in used, f"{name} does not use {index}: {used}"
         finally:
             await conn.close()
@@ -568,8 +548,8 @@ async def test_a_lease_walks_its_index_under_an_analyzed_ready_backlog(pg_url: s
             args |= {"grace_seconds": "10", "worker_id": "'w'", "types": "'{worker}'"}
             args |= {"queue": "'q'", "tenant_id": f"'{tenant}'"}
             for mode in ("force_custom_plan", "force_generic_plan"):
-                plan = await _generic_plan(conn, *_typed("task_claim_worker", args), mode=mode)
-                nodes = _plan_nodes(plan)
+                plan = await explain(conn, *statement("task_claim_worker", args), mode=mode)
+                nodes = plan_nodes(plan)
                 used = {n.get("Index Name") for n in nodes}
                 assert "tasks_ready_worker_idx" in used, f"{mode}: {used}"
                 assert not [n for n in nodes if n["Node Type"] == "Sort"], mode
@@ -587,14 +567,6 @@ async def test_a_lease_walks_its_index_under_an_analyzed_ready_backlog(pg_url: s
             assert len(claimed) == 10
         finally:
             await conn.close()
-
-
-def _typed(name: str, values: dict[str, str]) -> tuple[str, str]:
-    """``name``'s text (any store statement file) and its EXECUTE arguments in the order its
-    ``$n`` want them; PostgreSQL infers the parameter types, as for the store's own statements."""
-    query = hot.Q[name] if name in hot.Q else driver.QUERIES[name]
-    values = {"now": "NULL", **values}
-    return query.text, ", ".join(values[n] for n in query.names)
 
 
 async def test_the_history_update_trigger_always_hash_joins(pg_url: str) -> None:
@@ -661,13 +633,13 @@ async def test_a_listing_by_one_status_walks_its_index_under_an_analyzed_backlog
                 ("queue", "name", "schedule_id", "labels", "run_after", "run_before", "cursor"),
                 "NULL",
             )
-            custom = await _generic_plan(conn, *_typed("task_list", args), mode="force_custom_plan")
-            nodes = _plan_nodes(custom)
+            custom = await explain(conn, *statement("task_list", args), mode="force_custom_plan")
+            nodes = plan_nodes(custom)
             assert "tasks_tenant_status_idx" in {n.get("Index Name") for n in nodes}, json.dumps(
                 custom
             )
             assert not [n for n in nodes if n["Node Type"] == "Sort"]
-            generic = await _generic_plan(conn, *_typed("task_list", args))
+            generic = await explain(conn, *statement("task_list", args), mode="force_generic_plan")
             assert generic["Total Cost"] > 10 * custom["Total Cost"]  # never kept
             page = await store.task_list(
                 TaskFilter(tenant_id=tenant, statuses=[TaskStatus.CANCELLED], limit=50)
@@ -704,8 +676,8 @@ async def test_a_materializer_round_reads_a_batch_under_an_analyzed_due_backlog(
             await conn.execute("ANALYZE schedules")  # "4,000 schedules are due"
             args = {"at": "now()", "horizon": "now() + interval '1 minute'", "limit": "10"}
             for mode in ("force_custom_plan", "force_generic_plan"):
-                plan = await _generic_plan(conn, *_typed("schedule_due", args), mode=mode)
-                nodes = _plan_nodes(plan)
+                plan = await explain(conn, *statement("schedule_due", args), mode=mode)
+                nodes = plan_nodes(plan)
                 due = {"schedules_due_ahead_idx", "schedules_due_now_idx"}
                 assert due <= {n.get("Index Name") for n in nodes}, mode
                 # Each walk stops at the round's batch: the index scan is under its Limit.
@@ -739,8 +711,8 @@ async def test_a_retention_sweep_does_not_read_every_schedule(pg_url: str) -> No
             week = str(7 * 86400.0)
             args = {"succeeded": week, "failed": week, "cancelled": week, "limit": "100"}
             for mode in ("force_custom_plan", "force_generic_plan"):
-                plan = await _generic_plan(conn, *_typed("task_retention_sweep", args), mode=mode)
-                nodes = _plan_nodes(plan)
+                plan = await explain(conn, *statement("task_retention_sweep", args), mode=mode)
+                nodes = plan_nodes(plan)
                 scans = [n for n in nodes if n.get("Relation Name") == "schedules"]
                 assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), mode
                 assert "tasks_finished_idx" in {n.get("Index Name") for n in nodes}, mode
@@ -783,11 +755,11 @@ async def test_a_limited_claim_counts_its_own_queues_running_tasks(pg_url: str) 
                 for mode in ("force_custom_plan", "force_generic_plan"):
                     async with conn.transaction():  # as the store runs the keyed claim
                         await conn.execute("SET LOCAL enable_sort = off")
-                        plans[mode] = await _generic_plan(
-                            conn, *_typed(name, args | {"queue": queue}), mode=mode
+                        plans[mode] = await explain(
+                            conn, *statement(name, args | {"queue": queue}), mode=mode
                         )
                 for mode, plan in plans.items():
-                    used = {n.get("Index Name") for n in _plan_nodes(plan)}
+                    used = {n.get("Index Name") for n in plan_nodes(plan)}
                     assert "tasks_tenant_status_idx" not in used, f"{name} {mode}: {used}"
                     # The keyed claim forces its generic plan (claim_keyed_plan); the others'
                     # is never chosen when it costs more than their custom plans.
