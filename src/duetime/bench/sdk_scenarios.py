@@ -1,6 +1,10 @@
 """Benchmark scenarios through the Python SDK, as users create tasks (issue 15, SPEC §6): one
 caller awaiting each ``AsyncClient.create_task``, and ``create_tasks`` with 1,000 tasks per call.
 Registered in :data:`duetime.bench.scenarios.SCENARIOS` (``duetime bench run create-sdk-single``).
+
+``DUETIME_BENCH_CALLERS`` (default 1) runs that many callers at once, each awaiting its own
+calls, through one ``AsyncClient`` (its connection pool): SPEC §6's create *throughput*, where
+the default measures one caller's round trips.
 """
 
 from __future__ import annotations
@@ -19,6 +23,13 @@ WARMUP_CALLS = 200
 BATCH_SIZE = 1000
 
 
+def _callers() -> int:
+    callers = int(os.environ.get("DUETIME_BENCH_CALLERS", "1"))
+    if callers < 1:
+        raise ValueError("DUETIME_BENCH_CALLERS must be at least 1")
+    return callers
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a live process so far (Linux ``/proc``; 0 elsewhere)."""
     try:
@@ -35,7 +46,8 @@ def _spec() -> dict[str, Any]:
 
 def create_sdk_single(config: BenchConfig, workdir: Path) -> Figures:
     """Single creates from one caller awaiting each ``AsyncClient.create_task`` (SDK decoding
-    included), for 5 s after a warm-up: the rate and each call's latency."""
+    included; ``DUETIME_BENCH_CALLERS`` callers at once), for 5 s after a warm-up: the rate and
+    each call's latency."""
     from duetime import AsyncClient
 
     with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
@@ -49,10 +61,14 @@ def create_sdk_single(config: BenchConfig, workdir: Path) -> Figures:
                 node_cpu, own_cpu = _cpu_seconds(proc.popen.pid), time.process_time()
                 start = time.perf_counter()
                 stop = start + SINGLE_SECONDS
-                while (t0 := time.perf_counter()) < stop:
-                    task = await client.create_task(**spec)
-                    samples.append(time.perf_counter() - t0)
-                    assert task.created, task
+
+                async def caller() -> None:
+                    while (t0 := time.perf_counter()) < stop:
+                        task = await client.create_task(**spec)
+                        samples.append(time.perf_counter() - t0)
+                        assert task.created, task
+
+                await asyncio.gather(*(caller() for _ in range(_callers())))
                 rate = len(samples) / (time.perf_counter() - start)
                 node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu
                 return rate, samples, time.process_time() - own_cpu, node_cpu
@@ -70,7 +86,8 @@ def create_sdk_single(config: BenchConfig, workdir: Path) -> Figures:
 
 def create_sdk_batch(config: BenchConfig, workdir: Path) -> Figures:
     """``config.tasks`` tasks through ``AsyncClient.create_tasks``, 1,000 per call, one caller
-    awaiting each call (SDK encoding and decoding included)."""
+    awaiting each call (``DUETIME_BENCH_CALLERS`` callers at once; SDK encoding and decoding
+    included)."""
     from duetime import AsyncClient
 
     with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
@@ -80,11 +97,17 @@ def create_sdk_batch(config: BenchConfig, workdir: Path) -> Figures:
             async with AsyncClient(proc.url, timeout=60) as client:
                 await client.create_tasks(specs[:10])  # warm up the connection and statements
                 calls = max(1, config.tasks // BATCH_SIZE)
+                left = [calls]
                 node_cpu, own_cpu = _cpu_seconds(proc.popen.pid), time.process_time()
                 t0 = time.perf_counter()
-                for _ in range(calls):
-                    made = await client.create_tasks(specs)
-                    assert len(made) == BATCH_SIZE
+
+                async def caller() -> None:
+                    while left[0] > 0:
+                        left[0] -= 1
+                        made = await client.create_tasks(specs)
+                        assert len(made) == BATCH_SIZE
+
+                await asyncio.gather(*(caller() for _ in range(_callers())))
                 total = calls * BATCH_SIZE
                 rate = total / (time.perf_counter() - t0)
                 client_cpu = (time.process_time() - own_cpu) / total
