@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sqlite3
 import sys
 import textwrap
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from duetime.store.sqlite import hot
 from duetime.store.sqlite.backend import SqliteStore
 from duetime.store.sqlite.driver import split_statements
 from duetime.store.sqlite.queries import QUERIES
-from duetime.types import NewTask, TaskFilter, TaskStatus
+from duetime.types import ClaimRequest, NewTask, TargetType, TaskFilter, TaskStatus
 
 WORKER = {"type": "worker"}
 
@@ -319,6 +321,36 @@ async def test_label_filter_accepts_any_key_text(sqlite_store: SqliteStore) -> N
     found = await sqlite_store.task_list(TaskFilter(tenant_id="t", labels=odd))
     assert [t.id for t in found] == [match.task.id]
     assert await sqlite_store.task_list(TaskFilter(tenant_id="t", labels={'a"b': "2"})) == []
+
+
+async def test_a_limited_claim_counts_its_own_queues_running_tasks(
+    sqlite_store: SqliteStore, db_path: Path
+) -> None:
+    """The running counts of a limited queue's claim (``queue_running``) and of a keyed one
+    (``task_claim_keyed``) read the queue's own running tasks (tasks_running_queue), not every
+    running task of the tenant, also with statistics that know of thousands running elsewhere."""
+    await sqlite_store.task_create_many(
+        [NewTask(tenant_id="default", target={"type": "worker"}, queue="busy")] * 2000
+    )
+    only = frozenset({TargetType.WORKER})
+    busy = ClaimRequest(worker_id="w", limit=1000, target_types=only, tenant_id="default")
+    for _ in range(2):
+        claimed = await sqlite_store.task_claim(replace(busy, queue="busy"))
+        assert len(claimed) == 1000
+    conn = sqlite3.connect(db_path)
+    conn.create_function("duetime_uuid", 0, lambda: "", deterministic=False)  # as the store's
+    try:
+        conn.execute("ANALYZE")
+        args = {"tenant_id": "default", "queue": "lim", "types": '["worker"]', "limit": 10}
+        args |= {"per_key": 1, "worker_id": "w", "now": 0}
+        for name in ("queue_running", "task_claim_keyed"):
+            text = hot.Q[name]
+            wanted = {k: args.get(k) for k in re.findall(r":([a-z_]+)", text)}  # others NULL
+            plan = conn.execute(f"EXPLAIN QUERY PLAN {text}", wanted).fetchall()
+            details = " | ".join(row[-1] for row in plan)
+            assert "tasks_running_queue" in details, f"{name}: {details}"
+    finally:
+        conn.close()
 
 
 def test_named_queries_load_and_reject_duplicates() -> None:
