@@ -127,6 +127,32 @@ async def test_prefetch_leases_ahead_but_runs_at_most_concurrency() -> None:
     assert asked[0] == 7 and max(asked) == 7, "2 slots + 5 prefetched, never more"
 
 
+async def test_large_payloads_come_in_smaller_lease_batches() -> None:
+    """A lease call asks for no more tasks than fit in ``max_lease_bytes`` at the size per lease
+    the last answers had: the first call, knowing no size yet, asks for the whole window."""
+    api = FakeLeaseApi()
+    for _ in range(30):
+        api.add("big", payload="x" * 100_000)
+    worker = make_worker(
+        api, concurrency=1, prefetch=20, max_lease_batch=100, max_lease_bytes=500_000
+    )
+
+    @worker.handler("big")
+    async def big(job: Job) -> None:
+        await asyncio.sleep(0.001)
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
+    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    assert stats.succeeded == 30
+    assert asked[0] == 21, asked  # 1 slot + 20 prefetched
+    assert all(1 <= n <= 4 for n in asked[1:]), asked  # ~100 KB a lease: 500 KB is 4
+
+
+def test_max_lease_bytes_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_lease_bytes"):
+        WorkerConfig(max_lease_bytes=0)
+
+
 async def test_prefetch_refills_in_batches_not_one_by_one() -> None:
     api = FakeLeaseApi()
     for _ in range(40):

@@ -16,7 +16,7 @@ current (expired, reclaimed or already ended) raise :class:`~duetime.sdk.errors.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -105,13 +105,17 @@ class LeaseCalls(_Api):
         lease_seconds: float | None = None,
         wait_seconds: float = 20.0,
         names: Sequence[str] | None = None,
+        sizes: Callable[[int, int], None] | None = None,
     ) -> list[dict[str, Any]]:
         """:meth:`lease_tasks` for :class:`duetime.Worker`: the leases as the server sent them
-        (plain JSON, no model validation: the worker's hot path reads a few fields of each)."""
+        (plain JSON, no model validation: the worker's hot path reads a few fields of each).
+        ``sizes(body_bytes, leases)`` is told how large the answer was."""
         content = await self._lease_call(
             queue, worker_id, max_tasks, lease_seconds, wait_seconds, names
         )
         leases: list[dict[str, Any]] = orjson.loads(content)["leases"]
+        if sizes is not None:
+            sizes(len(content), len(leases))
         return leases
 
     async def _lease_call(
