@@ -148,6 +148,25 @@ async def test_large_payloads_come_in_smaller_lease_batches() -> None:
     assert all(1 <= n <= 4 for n in asked[1:]), asked  # ~100 KB a lease: 500 KB is 4
 
 
+async def test_the_default_prefetch_holds_at_most_four_lease_answers_of_bytes() -> None:
+    """After a quick spell the default prefetch follows what the worker finished (here 500),
+    but never more leases than fit in 4 x ``max_lease_bytes`` at their recent size; a prefetch
+    the caller fixed is left as it is."""
+    loop = asyncio.get_running_loop()
+    worker = make_worker(FakeLeaseApi(), concurrency=2, max_lease_bytes=1000)
+    worker._loop = loop
+    worker._finished.extend([loop.time()] * 500)
+    assert worker._prefetch() == 500  # no answer seen yet: no size to go by
+    worker._lease_sized(10_000, 100)  # 100 bytes a lease
+    assert worker._prefetch() == 40
+    worker._lease_sized(1_000_000, 10)  # then 100,000: the average follows within a call
+    assert worker._prefetch() == 2  # never below concurrency
+    fixed = make_worker(FakeLeaseApi(), concurrency=2, max_lease_bytes=1000, prefetch=300)
+    fixed._loop = loop
+    fixed._lease_sized(1_000_000, 10)
+    assert fixed._prefetch() == 300
+
+
 def test_max_lease_bytes_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_lease_bytes"):
         WorkerConfig(max_lease_bytes=0)

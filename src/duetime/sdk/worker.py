@@ -121,6 +121,8 @@ MAX_DEFAULT_PREFETCH = 1000
 """The default prefetch never holds more than this many waiting leases."""
 PREFETCH_HORIZON_SECONDS = 1.0
 """The default prefetch holds about as many leases as the worker finished in this many seconds."""
+PREFETCH_BYTES_FACTOR = 4
+"""The default prefetch holds at most this many ``max_lease_bytes`` of leases."""
 
 
 class NonRetryable(Exception):
@@ -150,9 +152,10 @@ class WorkerConfig:
       most 1,000. Quick tasks then arrive in full batches (``max_lease_batch`` a call) while
       the next call travels; slow ones wait in at most one round of slots, not behind this
       worker while another idles. Leases taken during a quick spell stay held if the
-      handlers then slow down (at most 1,000). They are heart-beaten while they wait (one call
-      per lease each ``heartbeat_interval``) and released at a stop. A number fixes it; 0
-      leases only for free slots.
+      handlers then slow down (at most 1,000, and at most what fits in four times
+      ``max_lease_bytes`` at the size per lease of recent answers). They are heart-beaten
+      while they wait (one call per lease each ``heartbeat_interval``) and released at a
+      stop. A number fixes it; 0 leases only for free slots.
     - ``ack_flush_seconds``, ``ack_batch_size``: acks wait at most this long, or until this many
       are buffered, before they are sent.
     - ``shutdown_grace_seconds``: how long running handlers may finish after a stop request.
@@ -702,7 +705,7 @@ class Worker:
         turn = empty_streak = 0
         delay = cfg.backoff_seconds
         while not self._stopping.is_set():
-            prefetch = cfg.prefetch_for(self.concurrency, self._finished_recently())
+            prefetch = self._prefetch()
             window = self.concurrency + prefetch
             # While more than half the prefetch still waits, leasing again would only fetch a
             # few tasks per call: wait for room for a fuller batch (the rest covers the trip).
@@ -745,6 +748,17 @@ class Worker:
             empty_streak = 0 if leases else empty_streak + 1
             for lease in leases:
                 self._accept(lease)
+
+    def _prefetch(self) -> int:
+        """How many leases may wait for a slot now (:meth:`WorkerConfig.prefetch_for`); the
+        default one also no more than fit in ``PREFETCH_BYTES_FACTOR * max_lease_bytes`` at the
+        size per lease of recent answers (at least ``concurrency``)."""
+        cfg = self.config
+        prefetch = cfg.prefetch_for(self.concurrency, self._finished_recently())
+        if cfg.prefetch is None and self._lease_size > 0:
+            fits = int(PREFETCH_BYTES_FACTOR * cfg.max_lease_bytes // self._lease_size)
+            prefetch = min(prefetch, max(self.concurrency, fits))
+        return prefetch
 
     def _lease_batch(self) -> int:
         """The most tasks one lease call asks for: ``max_lease_batch``, and no more than fit in
