@@ -1,10 +1,12 @@
 """A loopback HTTP receiver for observability tests: answers by path (``/ok`` 200, ``/fail``
-500, ``/gone`` 410) and keeps every request it got (path, headers, JSON body)."""
+500, ``/gone`` 410) and keeps every request it got (path, headers, JSON body, and its arrival
+as ``time.monotonic()``)."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ def receiver() -> Iterator[tuple[str, Received]]:
                         "headers": {k.lower(): v for k, v in self.headers.items()},
                         "body": body,
                         "raw": raw,
+                        "at": time.monotonic(),
                     }
                 )
             status = {"/ok": 200, "/fail": 500, "/gone": 410}.get(self.path, 200)
