@@ -16,7 +16,7 @@ from worker_fakes import FakeLeaseApi, problem, task_json
 
 import duetime
 from duetime.sdk import ApiUnauthorized
-from duetime.sdk.worker import Job, NonRetryable, Worker, WorkerConfig
+from duetime.sdk.worker import Job, NonRetryable, Worker, WorkerConfig, WorkerStats
 
 FAST = WorkerConfig(wait_seconds=0.05, ack_flush_seconds=0.001, backoff_seconds=0.01)
 
@@ -127,6 +127,20 @@ async def test_prefetch_leases_ahead_but_runs_at_most_concurrency() -> None:
     assert asked[0] == 7 and max(asked) == 7, "2 slots + 5 prefetched, never more"
 
 
+async def _drain_asking(
+    api: FakeLeaseApi, worker: Worker, name: str
+) -> tuple[WorkerStats, list[int]]:
+    """Run ``worker`` with a 2 ms handler for ``name`` until the fake API is drained: its stats
+    and the ``max_tasks`` of each lease call, in order."""
+
+    @worker.handler(name)
+    async def handle(job: Job) -> None:
+        await asyncio.sleep(0.002)
+
+    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
+    return stats, [b["max_tasks"] for b in api.bodies("/lease")]
+
+
 async def test_large_payloads_come_in_smaller_lease_batches() -> None:
     """A lease call asks for no more tasks than fit in ``max_lease_bytes`` at the size per lease
     the last answers had: the first call, knowing no size yet, asks for the whole window."""
@@ -136,13 +150,7 @@ async def test_large_payloads_come_in_smaller_lease_batches() -> None:
     worker = make_worker(
         api, concurrency=1, prefetch=20, max_lease_batch=100, max_lease_bytes=500_000
     )
-
-    @worker.handler("big")
-    async def big(job: Job) -> None:
-        await asyncio.sleep(0.001)
-
-    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
-    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    stats, asked = await _drain_asking(api, worker, "big")
     assert stats.succeeded == 30
     assert asked[0] == 21, asked  # 1 slot + 20 prefetched
     assert all(1 <= n <= 4 for n in asked[1:]), asked  # ~100 KB a lease: 500 KB is 4
@@ -177,13 +185,7 @@ async def test_prefetch_refills_in_batches_not_one_by_one() -> None:
     for _ in range(40):
         api.add("quick")
     worker = make_worker(api, concurrency=1, prefetch=10, max_lease_batch=100)
-
-    @worker.handler("quick")
-    async def quick(job: Job) -> None:
-        await asyncio.sleep(0.002)
-
-    stats = await asyncio.wait_for(worker.run(until_empty=True), 10)
-    asked = [b["max_tasks"] for b in api.bodies("/lease")]
+    stats, asked = await _drain_asking(api, worker, "quick")
     assert stats.succeeded == 40
     assert asked[0] == 11 and min(asked) >= 5, asked  # never a lease call per freed slot
 
