@@ -30,7 +30,7 @@ from duetime.history.retention import RetentionPolicy
 from duetime.store.postgres import signals
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.sql import migrations
-from duetime.testing.plans import explain, plan_nodes, statement
+from duetime.testing.plans import explain, index_names, plan_nodes, statement
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -524,7 +524,7 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
             }
             for name, (index, args) in expected.items():
                 plan = await explain(conn, *statement(name, args), mode="force_generic_plan")
-                used = {n.get("Index Name") for n in plan_nodes(plan)}
+                used = index_names(plan)
                 assert index in used, f"{name} does not use {index}: {used}"
         finally:
             await conn.close()
@@ -550,7 +550,7 @@ async def test_a_lease_walks_its_index_under_an_analyzed_ready_backlog(pg_url: s
             for mode in ("force_custom_plan", "force_generic_plan"):
                 plan = await explain(conn, *statement("task_claim_worker", args), mode=mode)
                 nodes = plan_nodes(plan)
-                used = {n.get("Index Name") for n in nodes}
+                used = index_names(plan)
                 assert "tasks_ready_worker_idx" in used, f"{mode}: {used}"
                 assert not [n for n in nodes if n["Node Type"] == "Sort"], mode
                 scans = [n for n in nodes if n.get("Relation Name") == "tasks"]
@@ -635,9 +635,7 @@ async def test_a_listing_by_one_status_walks_its_index_under_an_analyzed_backlog
             )
             custom = await explain(conn, *statement("task_list", args), mode="force_custom_plan")
             nodes = plan_nodes(custom)
-            assert "tasks_tenant_status_idx" in {n.get("Index Name") for n in nodes}, json.dumps(
-                custom
-            )
+            assert "tasks_tenant_status_idx" in index_names(custom), json.dumps(custom)
             assert not [n for n in nodes if n["Node Type"] == "Sort"]
             generic = await explain(conn, *statement("task_list", args), mode="force_generic_plan")
             assert generic["Total Cost"] > 10 * custom["Total Cost"]  # never kept
@@ -679,7 +677,7 @@ async def test_a_materializer_round_reads_a_batch_under_an_analyzed_due_backlog(
                 plan = await explain(conn, *statement("schedule_due", args), mode=mode)
                 nodes = plan_nodes(plan)
                 due = {"schedules_due_ahead_idx", "schedules_due_now_idx"}
-                assert due <= {n.get("Index Name") for n in nodes}, mode
+                assert due <= index_names(plan), mode
                 # Each walk stops at the round's batch: the index scan is under its Limit.
                 for parent in nodes:
                     for child in parent.get("Plans", []):
@@ -715,7 +713,7 @@ async def test_a_retention_sweep_does_not_read_every_schedule(pg_url: str) -> No
                 nodes = plan_nodes(plan)
                 scans = [n for n in nodes if n.get("Relation Name") == "schedules"]
                 assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), mode
-                assert "tasks_finished_idx" in {n.get("Index Name") for n in nodes}, mode
+                assert "tasks_finished_idx" in index_names(plan), mode
             week_policy = RetentionPolicy(succeeded=7 * 86400, failed=7 * 86400)
             assert await store.task_retention_sweep(week_policy, 100) == 100
         finally:
@@ -734,8 +732,9 @@ async def test_a_limited_claim_counts_its_own_queues_running_tasks(pg_url: str) 
             [NewTask(tenant_id=tenant, target=WORKER, queue="busy") for _ in range(3000)]
         )
         only = frozenset({TargetType.WORKER})
-        busy = ClaimRequest(worker_id="w", limit=1000, target_types=only, tenant_id=tenant)
-        busy = dataclasses.replace(busy, queue="busy")
+        busy = ClaimRequest(
+            worker_id="w", limit=1000, target_types=only, tenant_id=tenant, queue="busy"
+        )
         for _ in range(3):
             assert len(await store.task_claim(busy)) == 1000
         await store.queue_put(tenant, "lim", QueueSettings(max_concurrency=2))
@@ -759,7 +758,7 @@ async def test_a_limited_claim_counts_its_own_queues_running_tasks(pg_url: str) 
                             conn, *statement(name, args | {"queue": queue}), mode=mode
                         )
                 for mode, plan in plans.items():
-                    used = {n.get("Index Name") for n in plan_nodes(plan)}
+                    used = index_names(plan)
                     assert "tasks_tenant_status_idx" not in used, f"{name} {mode}: {used}"
                     # The keyed claim forces its generic plan (claim_keyed_plan); the others'
                     # is never chosen when it costs more than their custom plans.

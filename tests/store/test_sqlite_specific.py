@@ -15,7 +15,6 @@ import sys
 import textwrap
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -333,9 +332,11 @@ async def test_a_limited_claim_counts_its_own_queues_running_tasks(
         [NewTask(tenant_id="default", target={"type": "worker"}, queue="busy")] * 2000
     )
     only = frozenset({TargetType.WORKER})
-    busy = ClaimRequest(worker_id="w", limit=1000, target_types=only, tenant_id="default")
+    busy = ClaimRequest(
+        worker_id="w", limit=1000, target_types=only, tenant_id="default", queue="busy"
+    )
     for _ in range(2):
-        claimed = await sqlite_store.task_claim(replace(busy, queue="busy"))
+        claimed = await sqlite_store.task_claim(busy)
         assert len(claimed) == 1000
     conn = sqlite3.connect(db_path)
     conn.create_function("duetime_uuid", 0, lambda: "", deterministic=False)  # as the store's
