@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from duetime.api import render
 from duetime.api.deps import body_schema, json_body, services, tenant_call
+from duetime.api.lean import LeanRoute
 from duetime.api.leasing import Ack, AckResult, hub, result_json
 from duetime.api.problems import PayloadTooLarge, problem_responses
 from duetime.api.queue_schemas import (
@@ -42,7 +43,12 @@ from duetime.api.routes.queues import queue_name
 from duetime.errors import StaleLease
 from duetime.types import Lease, Released
 
-router = APIRouter(prefix="/v1", tags=["leases"], responses=problem_responses(400, 401, 422, 503))
+router = APIRouter(
+    prefix="/v1",
+    tags=["leases"],
+    responses=problem_responses(400, 401, 422, 503),
+    route_class=LeanRoute,
+)
 
 _STALE = "lease {} is not current: it expired, was reclaimed or ended, or is unknown"
 

@@ -28,6 +28,7 @@ from duetime.api.deps import (
     validated,
 )
 from duetime.api.idempotency import check_repeats
+from duetime.api.lean import LeanRoute
 from duetime.api.problems import problem_responses
 from duetime.api.routes.history import cold_tier
 from duetime.api.schemas import (
@@ -47,7 +48,10 @@ from duetime.observe import tracing
 from duetime.types import NewTask, TaskCreated
 
 router = APIRouter(
-    prefix="/v1/tasks", tags=["tasks"], responses=problem_responses(400, 401, 422, 503)
+    prefix="/v1/tasks",
+    tags=["tasks"],
+    responses=problem_responses(400, 401, 422, 503),
+    route_class=LeanRoute,
 )
 
 
