@@ -59,3 +59,13 @@ async def test_a_lean_route_reads_path_parameters_and_refuses_unknown_query(
         422,
         "max_tasks",
     )
+
+
+async def test_a_lean_route_answers_other_methods_405_and_errors_as_problems(
+    api: httpx.AsyncClient,
+) -> None:
+    refused = await api.get("/v1/queues/q/lease")
+    assert_problem(refused, 405)
+    assert refused.headers["allow"] == "POST"
+    bad = await api.post("/v1/tasks", content=b"{", headers={"content-type": "application/json"})
+    assert_problem(bad, 400)
