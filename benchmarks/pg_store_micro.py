@@ -6,12 +6,15 @@ creates from 32 concurrent callers. Runs in a throwaway
 database on the server named by ``--admin-url`` (dropped at the end)::
 
     .venv/bin/python benchmarks/pg_store_micro.py [--tasks 20000] [--batch 500] [--repeat 3]
-        [--without history,counts]
+        [--without history,counts] [--drop-index tasks_tenant_idx,...]
 
 The store's own clock (the database's now()) decides what is due: nothing is pinned.
 ``--without`` disables triggers on ``tasks`` and ``attempts`` after the migrations, to measure
 what they cost the hot path (never do this to a real store): ``history`` is the audit trail's
 (a history row per state change and per attempt), ``counts`` the maintained task counts'.
+``--drop-index`` drops indexes of the fresh store the same way, to price what each one costs
+every write (the statements that read through it get slower or change plan: read only the
+phases that do not use it).
 """
 
 from __future__ import annotations
@@ -56,17 +59,21 @@ PHASES = (
 )
 
 
-async def run_once(url: str, n: int, batch: int, without: list[str]) -> dict[str, float]:
+async def run_once(
+    url: str, n: int, batch: int, without: list[str], drop: list[str]
+) -> dict[str, float]:
     """One pass over a fresh, migrated database; returns tasks/s per phase."""
     store = PostgresStore(url, pool_min=2, pool_max=4)
     await store.open()
     try:
         await store.migrate()
-        if without:
+        if without or drop:
             conn = await asyncpg.connect(url)
             try:
                 for table, trigger in (t for name in without for t in TRIGGERS[name]):
                     await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
+                for index in drop:
+                    await conn.execute(f'DROP INDEX "{index}"')
             finally:
                 await conn.close()
         tenant = (await store.tenant_create("bench")).id
@@ -168,8 +175,10 @@ async def main() -> None:
         default="",
         help="comma list of trigger groups to disable: " + ", ".join(TRIGGERS),
     )
+    parser.add_argument("--drop-index", default="", help="comma list of indexes to drop")
     args = parser.parse_args()
     without = [w for w in args.without.split(",") if w]
+    drop = [d for d in args.drop_index.split(",") if d]
     if unknown := set(without) - set(TRIGGERS):
         parser.error(f"--without: unknown {sorted(unknown)}; choose from {sorted(TRIGGERS)}")
 
@@ -181,11 +190,12 @@ async def main() -> None:
         f" | store: PostgreSQL {version} | tasks={args.tasks} batch={args.batch}"
         f" repeat={args.repeat} (median)"
         f"{' without ' + ','.join(without) if without else ''}"
+        f"{' dropped ' + ','.join(drop) if drop else ''}"
     )
     runs: list[dict[str, float]] = []
     for _ in range(args.repeat):
         rates = await with_database(
-            args.admin_url, lambda url: run_once(url, args.tasks, args.batch, without)
+            args.admin_url, lambda url: run_once(url, args.tasks, args.batch, without, drop)
         )
         assert isinstance(rates, dict)
         runs.append(rates)

@@ -8,7 +8,7 @@ session). :class:`LeanRoute` runs those endpoints directly through FastAPI's doc
 (``APIRoute.get_route_handler``): the OpenAPI document, routing, middleware and exception
 handlers are FastAPI's as before. A route that declares anything else (query, header, cookie
 or body parameters, dependencies of its own, a path parameter that is not ``str``) keeps
-FastAPI's handler.
+FastAPI's handler (docs/adr/0007-lean-hot-routes.md).
 """
 
 from __future__ import annotations
