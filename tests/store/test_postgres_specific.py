@@ -773,3 +773,74 @@ async def test_a_limited_claim_counts_its_own_queues_running_tasks(pg_url: str) 
             assert await store.task_claim(lim) == []
         finally:
             await conn.close()
+
+
+_HISTORY_BACKLOG = """
+INSERT INTO history (at, tenant_id, kind, task_id, name, queue, to_status, actor)
+SELECT timestamptz '2026-01-01' + (i % 600) * interval '1 hour', 't' || (i % 3),
+       'task', gen_random_uuid(), CASE WHEN i % 7 = 0 THEN NULL ELSE 'n' || (i % 20) END,
+       'default', 'ready', 'node'
+FROM generate_series(1, $1::int) AS i
+"""
+
+
+async def test_history_reads_walk_the_ascending_indexes_in_order(pg_url: str) -> None:
+    """Migration 0017 builds history_tenant_idx, history_name_idx and tasks_tenant_status_idx
+    ascending: a tenant's history newest first reads history_tenant_idx backwards, one name's
+    history_name_idx backwards, and every page of the month export reads history_name_idx
+    forwards from where the last one ended — none of them sorts what it read."""
+    async with _stores(pg_url, 1) as _:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute(_HISTORY_BACKLOG, 30000)
+            await conn.execute("VACUUM ANALYZE history")
+            month = {
+                "lo": "'2026-01-01'::timestamptz",
+                "hi": "'2026-02-01'::timestamptz",
+                "limit": "20",
+            }
+            named = {"tenant_id": "'t1'", "name": "'n5'", "at": "'2026-01-02'", "id": "10"}
+            pages = {
+                "history_month_first": month,
+                "history_month_group": month | named,
+                "history_month_after": month | named,
+                "history_month_after_null": month | {"tenant_id": "'t1'"},
+                "history_month_group_null": month | named | {"name": "NULL"},
+            }
+            query = dict.fromkeys(
+                [
+                    "task_id",
+                    "schedule_id",
+                    "name",
+                    "queue",
+                    "kinds",
+                    "outcomes",
+                    "labels",
+                    "since",
+                    "until",
+                    "cursor_at",
+                    "cursor_id",
+                ],
+                "NULL",
+            ) | {"tenant_id": "'t1'", "limit": "50"}
+            reads = {
+                "history_query": query,
+                "history_query by name": query | {"name": "'n5'"},
+                "history_query after a cursor": query
+                | {"cursor_at": "'2026-01-10'", "cursor_id": "5"},
+            }
+            tenant_index, name_index = "tenant_id_at_id_idx", "tenant_id_name_at_id_idx"
+            wanted = dict.fromkeys(pages, name_index) | dict.fromkeys(reads, tenant_index)
+            wanted["history_query by name"] = name_index
+            # An unnamed group may be read through either index (the planner's pick), in order.
+            del wanted["history_month_group_null"]
+            for label, args in (pages | reads).items():
+                name = label.split(" ")[0]
+                plan = await explain(conn, *statement(name, args), mode="force_custom_plan")
+                nodes = plan_nodes(plan)
+                used = index_names(plan)
+                assert not [n for n in nodes if n["Node Type"] == "Sort"], (label, used)
+                if label in wanted:
+                    assert any(i.endswith(wanted[label]) for i in used), (label, used)
+        finally:
+            await conn.close()

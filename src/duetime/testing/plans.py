@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from duetime.store.postgres import driver, hot
+from duetime.store.postgres import driver, history, hot
 
 
 def statement(name: str, values: dict[str, str]) -> tuple[str, str]:
     """Store statement ``name``'s text (any statement file) and its ``EXECUTE`` arguments, SQL
     literals from ``values`` by parameter name, in the order its ``$n`` want them (``now``
     defaults to ``NULL``: the database clock)."""
-    query = hot.Q[name] if name in hot.Q else driver.QUERIES[name]
+    query = hot.Q.get(name) or history.EXPORT.get(name) or driver.QUERIES[name]
     values = {"now": "NULL", **values}
     return query.text, ", ".join(values[n] for n in query.names)
 

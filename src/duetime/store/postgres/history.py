@@ -1,7 +1,7 @@
 """History on PostgreSQL, the part that is not a plan (the rest: :mod:`duetime.store.core.history`).
 
 ``history_month_rows`` reads a month in keyset pages whose statement depends on where the page
-before ended (the name index read backwards, history_export.sql), which a plan cannot express.
+before ended (the name index read forwards, history_export.sql), which a plan cannot express.
 """
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+-- Nothing for SQLite: the PostgreSQL migration of this version rebuilds three indexes
+-- ascending, because PostgreSQL splits the page a descending index's new entries go to in half
+-- and leaves it half empty. SQLite balances a full index page with its siblings instead, so the
+-- direction was not changed here (not measured on SQLite).
+-- The version exists so both backends ship the same ones (tests/unit/test_store_sql.py).
