@@ -5,6 +5,10 @@ Registered in :data:`duetime.bench.scenarios.SCENARIOS` (``duetime bench run cre
 ``DUETIME_BENCH_CALLERS`` (default 1) runs that many callers at once, each awaiting its own
 calls, through one ``AsyncClient`` (its connection pool): SPEC §6's create *throughput*, where
 the default measures one caller's round trips.
+
+``DUETIME_BENCH_LOOP`` picks the callers' event loop: ``asyncio`` (default: what a plain
+``asyncio.run`` script gets) or ``uvloop`` (what an app under uvicorn gets, and what
+``benchmarks/peers/pgqueuer_bench.py`` runs PgQueuer's enqueues on).
 """
 
 from __future__ import annotations
@@ -12,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from duetime.bench.runs import BenchConfig, Figures, bench_store, node, percentile
+
+T = TypeVar("T")
 
 SINGLE_SECONDS = 5.0
 WARMUP_CALLS = 200
@@ -28,6 +35,20 @@ def _callers() -> int:
     if callers < 1:
         raise ValueError("DUETIME_BENCH_CALLERS must be at least 1")
     return callers
+
+
+def _run(main: Coroutine[Any, Any, T]) -> T:
+    """Run the callers on the event loop ``DUETIME_BENCH_LOOP`` names."""
+    loop = os.environ.get("DUETIME_BENCH_LOOP", "asyncio")
+    if loop == "asyncio":
+        return asyncio.run(main)
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main)
+    main.close()
+    raise ValueError(f"DUETIME_BENCH_LOOP must be asyncio or uvloop, not {loop!r}")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -73,7 +94,7 @@ def create_sdk_single(config: BenchConfig, workdir: Path) -> Figures:
                 node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu
                 return rate, samples, time.process_time() - own_cpu, node_cpu
 
-        rate, samples, client_cpu, node_cpu = asyncio.run(measure())
+        rate, samples, client_cpu, node_cpu = _run(measure())
     # CPU per create holds up on a busy machine, where the rate mostly measures the neighbours.
     return {
         "creates_per_s": rate,
@@ -113,7 +134,7 @@ def create_sdk_batch(config: BenchConfig, workdir: Path) -> Figures:
                 client_cpu = (time.process_time() - own_cpu) / total
                 return rate, client_cpu, (_cpu_seconds(proc.popen.pid) - node_cpu) / total
 
-        rate, client_cpu, node_cpu = asyncio.run(measure())
+        rate, client_cpu, node_cpu = _run(measure())
     return {
         "batch_tasks_per_s": rate,
         "client_cpu_us": client_cpu * 1e6,
