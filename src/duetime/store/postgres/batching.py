@@ -76,8 +76,7 @@ class InsertBatcher(Generic[Row]):
             finally:
                 lane.running -= 1
                 self._settle(key, lane)
-            by_id = {self._row_id(row): row for row in rows}
-            return [by_id[i] for i in map(self._record_id, records) if i in by_id]
+            return self._rows_of(records, {self._row_id(row): row for row in rows})
         call: _Call[Row] = _Call(records, asyncio.get_running_loop().create_future())
         lane.calls.append(call)
         if lane.running < self._slots:
@@ -115,8 +114,7 @@ class InsertBatcher(Generic[Row]):
                     raise
         finally:
             lane.running -= 1
-            if not lane.calls and lane.running == 0 and self._lanes.get(key) is lane:
-                del self._lanes[key]
+            self._settle(key, lane)
 
     async def _execute(self, key: Hashable, batch: list[_Call[Row]]) -> None:
         records = [record for call in batch for record in call.records]
@@ -135,9 +133,12 @@ class InsertBatcher(Generic[Row]):
             return
         by_id = {self._row_id(row): row for row in rows}
         for call in batch:
-            mine = [by_id[i] for i in map(self._record_id, call.records) if i in by_id]
             if not call.done.done():
-                call.done.set_result(mine)
+                call.done.set_result(self._rows_of(call.records, by_id))
+
+    def _rows_of(self, records: list[tuple[Any, ...]], by_id: dict[str, Row]) -> list[Row]:
+        """The inserted rows of ``records``, in their order (a statement returns any order)."""
+        return [by_id[i] for i in map(self._record_id, records) if i in by_id]
 
 
 def _fail(call: _Call[Any], exc: BaseException) -> None:
