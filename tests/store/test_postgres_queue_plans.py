@@ -5,6 +5,7 @@ the generic plans prepared statements end up with, also with statistics taken wh
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 
@@ -108,6 +109,73 @@ async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_ur
             sorts = [n for n in nodes if n["Node Type"] == "Sort"]
             assert all(n["Actual Rows"] <= 50 for n in sorts), f"{mode}: it sorts the backlog"
             assert max(n["Actual Rows"] for n in scans) <= 50, f"{mode}: it reads past 50"
+    finally:
+        await conn.close()
+        await store.close()
+
+
+def _work(plan: dict[str, Any]) -> int:
+    """Rows every node of an analyzed plan produced, over all its loops."""
+    return round(sum(n["Actual Rows"] * n["Actual Loops"] for n in plan_nodes(plan)))
+
+
+async def test_lease_endings_reach_tasks_by_key_on_stale_statistics(pg_url: str) -> None:
+    """Statistics taken while the store was small (a new deployment) say the tenant has a few
+    tasks. Ending 500 leases at once (acks by lease id, heartbeats, the general completion)
+    must still reach each task by its key, not walk the tenant's tasks and rescan the leases
+    for each one (which cost 45-130 ms per 500 acks, against a few), and every statement must
+    do the same under the generic plan a prepared statement ends up with."""
+    store = store_from_url(pg_url)
+    await store.open()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await store.tenant_create("acme", tenant_id="t")
+        await store.task_create_many([NewTask(tenant_id="t", target=WORKER) for _ in range(3)])
+        await conn.execute("ANALYZE")  # "the tenant has three tasks"
+        await store.task_create_many([NewTask(tenant_id="t", target=WORKER) for _ in range(1500)])
+        claim = ClaimRequest(
+            worker_id="w",
+            limit=500,
+            target_types=frozenset({TargetType.WORKER}),
+            queue="default",
+            tenant_id="t",
+            lease_seconds=60,
+        )
+        leases = await store.task_claim(claim)
+        assert len(leases) == 500
+        ids = "'{" + ",".join(lease.lease_id for lease in leases) + "}'"
+        nulls = "'{" + ",".join(["NULL"] * 500) + "}'"
+        completions = (
+            "ARRAY["
+            + ",".join(
+                f"ROW('{lease.task.id}', '{lease.lease_id}', 'succeeded', now(), 1.0, NULL, NULL, "
+                "NULL, NULL, 'w', NULL, NULL)::task_completion"
+                for lease in leases
+            )
+            + "]"
+        )
+        cases = {
+            "task_complete_leased": statement(
+                "task_complete_leased",
+                {"lease_ids": ids, "results": nulls, "logs": "NULL", "tenant_id": "'t'"},
+            ),
+            "task_heartbeat": statement(
+                "task_heartbeat", {"lease_ids": ids, "extend_seconds": "60"}
+            ),
+            "task_complete_many": statement("task_complete_many", {"completions": completions}),
+        }
+        for name, (query, args) in cases.items():
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                tx = conn.transaction()
+                await tx.start()
+                try:  # EXPLAIN ANALYZE ends the leases: rolled back below
+                    await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+                    plan = await explain(conn, query, args, analyze=True)
+                finally:
+                    await tx.rollback()
+                used = index_names(plan)
+                assert "tasks_pkey" in used, f"{name}, {mode}: tasks not by key: {used}"
+                assert _work(plan) < 20 * 500, f"{name}, {mode}: {_work(plan)} rows of work"
     finally:
         await conn.close()
         await store.close()

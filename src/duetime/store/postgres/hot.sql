@@ -39,9 +39,11 @@ SELECT min(due_at) AS due_at FROM tasks WHERE status IN ('scheduled', 'retrying'
 -- name: task_heartbeat
 WITH held AS MATERIALIZED (
     SELECT x.id, l.id AS lease_id
-    FROM unnest(:lease_ids::uuid[]) AS l (id)
+    FROM unnest((SELECT :lease_ids::uuid[])) AS l (id)  -- a generic plan (hot_batch.sql)
     CROSS JOIN LATERAL (
-        SELECT id FROM tasks WHERE lease_id = l.id AND status = 'running'
+        SELECT id FROM tasks
+        WHERE lease_id = l.id AND status = 'running'
+          AND lease_expires_at > coalesce(:now::timestamptz, now())
         ORDER BY lease_id LIMIT 1
     ) AS x
 )
@@ -49,10 +51,12 @@ UPDATE tasks t SET
     lease_expires_at = coalesce(:now::timestamptz, now())
         + make_interval(secs => :extend_seconds::float8)
 FROM held
--- No status filter here on purpose (tasks_lease_is_running makes the lease match mean
--- "running"): with one, the planner may walk the partial lease index instead of the key.
-WHERE t.id = held.id AND t.lease_id = held.lease_id
-  AND t.lease_expires_at > coalesce(:now::timestamptz, now())
+-- Tasks by primary key only: no status or expiry test here (tasks_lease_is_running makes the
+-- lease match mean "running"; expiry was tested in held, at the same "now", and a reaper that
+-- ended the lease meanwhile changed lease_id). Either test here let plans made under stale
+-- statistics walk the running tasks (tasks_lease_expiry_idx) and rescan held for each:
+-- quadratic (tests/store/test_postgres_queue_plans.py).
+WHERE t.id = ANY(ARRAY(SELECT id FROM held)) AND t.id = held.id AND t.lease_id = held.lease_id
 RETURNING t.lease_id, t.lease_expires_at;
 
 -- name: task_expired_leases

@@ -2,7 +2,12 @@
 -- (duetime/store/postgres/hot.py): one statement per batch, arrays of composites through unnest.
 -- Conventions as in queries.sql: generic plans stay linear ("id = ANY(array)", never a join of
 -- unnest() to tasks); "now" is coalesce(:now::timestamptz, now()): the pinned test time or the
--- database clock.
+-- database clock. An array a statement unnests is read through a scalar subquery,
+-- unnest((SELECT :x::t[])): even a custom plan then cannot see how long it is, so custom and
+-- generic plans cost the same and PostgreSQL keeps the generic one after its first five runs.
+-- Given the array itself, a custom plan for one element always looked cheaper than the generic
+-- plan, and a one-task create or ack was planned afresh on every call (0.06 and 0.2-0.4 ms;
+-- docs/benchmarks.md, thirteenth session).
 
 -- name: task_insert
 -- :tasks is a task_input[]. The starting status is the rule of duetime.store.core.hot
@@ -28,7 +33,7 @@ SELECT
     CASE WHEN i.dep_failed THEN c.now END,
     CASE WHEN i.dep_failed THEN 'a task it depends on failed or was cancelled' END,
     false, i.traceparent, i.request_hash, i.payload_ref
-FROM unnest(:tasks::task_input[]) AS i
+FROM unnest((SELECT :tasks::task_input[])) AS i
 CROSS JOIN (SELECT coalesce(:now::timestamptz, now()) AS now) AS c
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 -- Only what the store decided: the caller builds the Task from its own input, which saves
@@ -549,7 +554,7 @@ picked AS (
 -- name: task_complete_many
 -- :completions is a task_completion[]. Fenced on (id, lease_id). The attempt rows are written by the
 -- same statement.
-WITH c AS (SELECT * FROM unnest(:completions::task_completion[])),
+WITH c AS (SELECT * FROM unnest((SELECT :completions::task_completion[]))),
 done AS (
     UPDATE tasks t SET
         status = CASE WHEN c.outcome = 'succeeded' THEN 'succeeded'
@@ -575,7 +580,7 @@ done AS (
     -- tasks from statistics, which are often stale ("none running"), pick them as the outer
     -- side of a nested loop and re-run unnest() for each: quadratic. Without it, tasks are
     -- reached by primary key from each completion (or by one hash join on a small table).
-    WHERE t.id = c.id AND t.lease_id = c.lease_id
+    WHERE t.id = ANY(ARRAY(SELECT id FROM c)) AND t.id = c.id AND t.lease_id = c.lease_id
       -- The reaper's lease_expired ending counts only if the lease is still expired: a
       -- heartbeat that landed after the reaper read it wins.
       AND (c.outcome <> 'lease_expired' OR t.lease_expires_at <= coalesce(:now::timestamptz, now()))
@@ -601,11 +606,15 @@ SELECT id, lease_id, status, has_dependents, tenant_id, queue FROM done;
 -- transaction. :logs may be NULL (no completion has logs): unnest pads it with NULLs.
 WITH l AS MATERIALIZED (
     SELECT x.id, l.lease_id, l.result, l.logs
-    FROM unnest(:lease_ids::uuid[], :results::text[], :logs::text[]) AS l (lease_id, result, logs)
+    FROM unnest((SELECT :lease_ids::uuid[]), (SELECT :results::text[]), (SELECT :logs::text[]))
+        AS l (lease_id, result, logs)
     CROSS JOIN LATERAL (
-        SELECT id FROM tasks WHERE lease_id = l.lease_id AND status = 'running'
+        SELECT id, tenant_id FROM tasks WHERE lease_id = l.lease_id AND status = 'running'
         ORDER BY lease_id LIMIT 1
     ) AS x
+    -- Tested outside the probe: inside, stale statistics ("nothing runs") made it a walk of
+    -- the tenant's running tasks by tasks_tenant_status_idx.
+    WHERE x.tenant_id = :tenant_id
 ),
 done AS (
     UPDATE tasks t SET
@@ -617,7 +626,12 @@ done AS (
         version = t.version + 1,
         updated_at = coalesce(:now::timestamptz, now())
     FROM l
-    WHERE t.id = l.id AND t.lease_id = l.lease_id AND t.tenant_id = :tenant_id AND NOT t.has_dependents
+    -- Tasks by primary key only ("id = ANY", as in the claims; the tenant is tested in l): a
+    -- tenant test here let plans made under statistics of a smaller table walk the tenant's
+    -- tasks and rescan l for each (500 acks among ~1,500 tasks: 45-130 ms instead of a few;
+    -- docs/benchmarks.md, thirteenth session).
+    WHERE t.id = ANY(ARRAY(SELECT id FROM l)) AND t.id = l.id AND t.lease_id = l.lease_id
+      AND NOT t.has_dependents
       -- A worker id over the attempts' 256-byte limit is cut by the general path (recordable).
       AND octet_length(coalesce(t.worker_id, '')) <= 256
     RETURNING t.id, l.lease_id, t.queue, t.attempts, t.started_at, t.worker_id, l.logs
