@@ -214,6 +214,29 @@ async def test_without_a_provider_the_given_traceparent_is_kept(
     assert by_task == {made.json()["id"]: GIVEN, bad.json()["id"]: None}
 
 
+async def test_without_tracing_requests_ask_opentelemetry_nothing(
+    live: tuple[Store, httpx.AsyncClient, Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tracing off: the app's requests never look up OpenTelemetry's global providers (FastAPI's
+    own instrumentation, from 0.165, asked for all three on every request to find none)."""
+    from opentelemetry import _logs, metrics, trace
+
+    asked: list[str] = []
+    for module, name in ((trace, "get_tracer_provider"), (metrics, "get_meter_provider")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda real=real, name=name: asked.append(name) or real())
+    real_logs = _logs.get_logger_provider
+    monkeypatch.setattr(
+        _logs, "get_logger_provider", lambda: asked.append("get_logger_provider") or real_logs()
+    )
+    assert tracing.ENABLED is False
+    _, api, _ = live
+    made = await api.post("/v1/tasks", json={"queue": "plain", "target": {"type": "worker"}})
+    assert made.status_code == 201, made.text
+    assert (await api.get(f"/v1/tasks/{made.json()['id']}")).status_code == 200
+    assert asked == []
+
+
 def test_without_the_extra_tracing_stays_off() -> None:
     """The SDK missing (OpenTelemetry's API alone comes with FastAPI): setup leaves tracing
     off, even with an OTLP endpoint set, and the helpers do nothing."""
