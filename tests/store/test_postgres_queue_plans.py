@@ -5,10 +5,12 @@ the generic plans prepared statements end up with, also with statistics taken wh
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 
+from duetime.clock import FakeClock
 from duetime.store import store_from_url
 from duetime.store.postgres import driver
 from duetime.store.postgres.hot import Q
@@ -109,6 +111,52 @@ async def test_the_push_claim_walks_its_index_in_order_on_stale_statistics(pg_ur
             sorts = [n for n in nodes if n["Node Type"] == "Sort"]
             assert all(n["Actual Rows"] <= 50 for n in sorts), f"{mode}: it sorts the backlog"
             assert max(n["Actual Rows"] for n in scans) <= 50, f"{mode}: it reads past 50"
+    finally:
+        await conn.close()
+        await store.close()
+
+
+async def test_the_promoter_walks_its_index_in_order_on_stale_statistics(pg_url: str) -> None:
+    """Statistics taken before a burst was created say nothing is scheduled. A promoter round must
+    still stop after ``limit`` rows of tasks_due_idx, in due order, instead of reading and
+    sorting every due task (as it did on each of a burst's ~23 rounds); the store runs it with
+    sorts off, custom and generic plans alike."""
+    # Created a minute ago (a pinned clock) and due since: the statement then reads the
+    # database's own now(), as in production, whose selectivity the planner cannot know.
+    clock = FakeClock(datetime.now(UTC) - timedelta(minutes=1))
+    store = store_from_url(pg_url, clock=clock)
+    await store.open()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await store.tenant_create("acme", tenant_id="t")
+        later = clock.now() + timedelta(seconds=10)
+        await store.task_create_many([NewTask(tenant_id="t", target=WORKER)] * 3)
+        await conn.execute("ANALYZE")  # "three tasks, all ready: nothing is scheduled"
+        await store.task_create_many(
+            [NewTask(tenant_id="t", target=WORKER, run_at=later) for _ in range(3000)]
+        )
+        query, args = statement("task_promote_due", {"limit": "50"})
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            tx = conn.transaction()
+            await tx.start()
+            try:  # EXPLAIN ANALYZE promotes: rolled back below
+                await conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
+                # Whatever makes a sort look cheap to the planner (in a burst: statistics that
+                # put 32 of 20,000 due tasks in the index); sorts off must still win.
+                await conn.execute("SET LOCAL random_page_cost = 1000")
+                await conn.execute(Q["claim_in_index_order"].text)
+                plan = await explain(conn, query, args, analyze=True)
+            finally:
+                await tx.rollback()
+            scans = [n for n in plan_nodes(plan) if n.get("Index Name") == "tasks_due_idx"]
+            assert scans, f"{mode}: the promoter does not use tasks_due_idx"
+            assert max(n["Actual Rows"] for n in scans) <= 50, f"{mode}: it reads past 50"
+            assert plan["Actual Rows"] == 0 and plan_nodes(plan)[0]["Node Type"] == "ModifyTable"
+        # The store's own round promotes exactly its limit, earliest first.
+        clock.advance(11)
+        assert await store.task_promote_due(50) == 50
+        ready = await conn.fetchval("SELECT count(*) FROM tasks WHERE status = 'ready'")
+        assert ready == 3 + 50
     finally:
         await conn.close()
         await store.close()

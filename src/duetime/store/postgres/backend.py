@@ -45,6 +45,7 @@ from duetime.store.postgres import driver
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.errors import describe_server, is_unavailable
 from duetime.store.postgres.history import PgHistory
+from duetime.store.postgres.hot import PgPromote
 from duetime.store.postgres.queues import QueueOps
 from duetime.store.postgres.signals import (
     DUE_CHANNEL,
@@ -84,6 +85,7 @@ class PostgresStore(
     TenancyMethods,
     TaskMethods,
     LeadershipMethods,
+    PgPromote,
     HotMethods,
     QueueOps,
     QueueingMethods,

@@ -30,7 +30,7 @@ from duetime.ids import is_uuid, new_ids
 from duetime.store.core import hot as rules
 from duetime.store.core import rows
 from duetime.store.core.dependencies import fail_dependents
-from duetime.store.core.plan import wake_for
+from duetime.store.core.plan import Woken, wake_for
 from duetime.store.postgres import driver
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.driver import PgDecode as D
@@ -68,6 +68,38 @@ def bind(name: str, **params: Any) -> tuple[Any, ...]:
     """``name``'s text and its arguments in the order its ``$n`` want them."""
     query = Q[name]
     return (query.text, *[params[n] for n in query.names])
+
+
+class PgPromote:
+    """The promoter's round on PostgreSQL: the core's plan, in a transaction that walks
+    ``tasks_due_idx`` in due order (listed before the core's methods in the store's bases).
+
+    Statistics taken before a burst (autovacuum analyzes a table after it grew, not when its
+    tasks fall due) say only a few tasks are due; the planner then read every due task with a
+    bitmap scan and sorted them all to take the first ``limit``, again on every round: 20,000
+    due read and sorted ~23 times for one burst (``auto_explain``: 10-16 ms a round;
+    docs/benchmarks.md, thirteenth session). Without sorts the index walk, which stops after
+    ``limit`` rows, is the only plan left (as for the push claim, ``claim_in_index_order``).
+    """
+
+    ready_signal: PgSignal
+
+    def _pinned(self) -> datetime | None:
+        raise NotImplementedError
+
+    def _transaction(self) -> AbstractAsyncContextManager[Conn]:
+        raise NotImplementedError
+
+    async def task_promote_due(self, limit: int) -> int:
+        if limit <= 0:
+            return 0
+        wake = Woken()
+        async with self._transaction() as conn:
+            await conn.execute(Q["claim_in_index_order"].text)
+            moved = await driver.run(conn, self._pinned(), rules.task_promote_due(limit), wake)
+        if wake.ready:
+            self.ready_signal.notify()
+        return moved
 
 
 class PgHot:
