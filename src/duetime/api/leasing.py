@@ -42,8 +42,17 @@ from duetime.observe import tracing
 from duetime.observe.endings import attempts_ended, trace_lease
 from duetime.retry import next_retry_delay
 from duetime.store.isolation import complete_isolated, reason
-from duetime.store.protocols import LeaseCompleter, PullStore, Signal
-from duetime.types import AttemptOutcome, ClaimRequest, Completion, Lease, TargetType, TaskStatus
+from duetime.store.protocols import CreateHandoff, LeaseCompleter, PullStore, Signal
+from duetime.types import (
+    AttemptOutcome,
+    ClaimRequest,
+    Completion,
+    Lease,
+    NewTask,
+    TargetType,
+    TaskCreated,
+    TaskStatus,
+)
 
 log = logging.getLogger("duetime.api")
 
@@ -79,14 +88,20 @@ class ReadyWatch:
     def closing(self) -> bool:
         return self._closed.is_set()
 
-    async def wait(self, seen: int, timeout: float) -> None:
-        """Return when the signal fired since ``seen`` was read, after ``timeout``, or on close."""
+    async def wait(
+        self, seen: int, timeout: float, handed: asyncio.Future[list[Lease]] | None = None
+    ) -> None:
+        """Return when the signal fired since ``seen`` was read, after ``timeout``, on close, or
+        when ``handed`` (a handoff to this poll) is done."""
         if self.closing or timeout <= 0:
             return
         fired = asyncio.ensure_future(self._signal.wait_after(seen, timeout))
         closed = asyncio.ensure_future(self._closed.wait())
+        waits: set[asyncio.Future[Any]] = {fired, closed}
+        if handed is not None:
+            waits.add(handed)
         try:
-            await asyncio.wait({fired, closed}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
             fired.cancel()
             closed.cancel()
@@ -118,18 +133,31 @@ class _TtlSet:
         self._entries.pop(key, None)
 
 
+@dataclass(eq=False)
+class _Waiter:
+    """A waiting lease poll a create may hand its task to (:meth:`LeaseHub.create`)."""
+
+    claim: ClaimRequest
+    handed: asyncio.Future[list[Lease]]
+
+
 class LeaseHub:
     """What the lease routes of one app share (``app.state.lease_hub``, see :func:`hub`)."""
 
-    def __init__(self, store: PullStore, pulse: Pulse | None = None) -> None:
+    def __init__(
+        self, store: PullStore, pulse: Pulse | None = None, *, handoff: bool = True
+    ) -> None:
         self.store = store
         self.pulse = pulse or Pulse()
         """Tasks leased and acked here count toward the node's busy hot path."""
         # Checked once: isinstance() against a runtime-checkable protocol costs ~10 µs a call.
         self._completer = store if isinstance(store, LeaseCompleter) else None
+        self._handoff = store if handoff and isinstance(store, CreateHandoff) else None
         self.watch = ReadyWatch(store.ready_signal)
         self._sightings = _TtlSet(SIGHTING_INTERVAL_SECONDS)
         self._waiting: collections.Counter[str] = collections.Counter()
+        # Waiting polls by (tenant, queue), oldest first, for handoffs (stores that can).
+        self._waiters: dict[tuple[str, str], list[_Waiter]] = {}
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -170,24 +198,44 @@ class LeaseHub:
         watch = self.watch
         deadline = time.monotonic() + wait_seconds
         waiting = False
+        waiter: _Waiter | None = None
+        gone = False
+        leases: list[Lease] = []
         try:
             while True:
                 seen = watch.generation
                 leases = await self.store.task_claim(claim)
+                if not leases and waiter is not None and waiter.handed.done():
+                    leases = waiter.handed.result()  # handed over while we claimed
+                    waiter = None  # spent: a new one if this poll waits again
                 left = deadline - time.monotonic()
                 if leases or left <= 0 or watch.closing:
                     break
                 if not waiting:
                     self._start_waiting(tenant_id)
                     waiting = True
-                await watch.wait(seen, min(left, POLL_SLICE_SECONDS))
+                if self._handoff is not None and waiter is None:
+                    waiter = self._await_handoff(claim, tenant_id, queue)
+                handed = None if waiter is None else waiter.handed
+                await watch.wait(seen, min(left, POLL_SLICE_SECONDS), handed)
+                if waiter is not None and waiter.handed.done():
+                    leases = waiter.handed.result()
+                    if leases:
+                        break  # handed over by a create: no claim of our own
+                    waiter = None  # the create took nothing for us: claim, wait anew
                 if await request.is_disconnected():
+                    gone = True
                     break  # nobody to hand leases to: leave the tasks for the next poll
+        except BaseException:
+            gone = True  # nobody will get what a handoff brings
+            raise
         finally:
             if waiting:
                 self._waiting[tenant_id] -= 1
                 if not self._waiting[tenant_id]:
                     del self._waiting[tenant_id]
+            if waiter is not None:
+                leases = await self._end_handoff(waiter, leases, gone)
         if leases:
             self.pulse.add(len(leases))
             metrics.child(metrics.LEASES_GRANTED, queue).inc(len(leases))
@@ -209,6 +257,94 @@ class LeaseHub:
                 retry_after=POLL_SLICE_SECONDS,
             )
         self._waiting[tenant_id] += 1
+
+    # -- handoffs ------------------------------------------------------------------------------
+
+    def _await_handoff(self, claim: ClaimRequest, tenant_id: str, queue: str) -> _Waiter:
+        """Register a waiting poll that a create may hand its task to."""
+        waiter = _Waiter(claim, asyncio.get_running_loop().create_future())
+        self._waiters.setdefault((tenant_id, queue), []).append(waiter)
+        return waiter
+
+    def _take_waiter(self, tenant_id: str, queue: str) -> _Waiter | None:
+        """The oldest poll waiting on (tenant, queue), taken off the list (reserved for one
+        create's handoff), or None."""
+        key = (tenant_id, queue)
+        found = self._waiters.get(key)
+        if not found:
+            return None
+        waiter = found.pop(0)
+        if not found:
+            del self._waiters[key]
+        return waiter
+
+    async def _end_handoff(self, waiter: _Waiter, leases: list[Lease], gone: bool) -> list[Lease]:
+        """A poll is ending: leave the list; a handoff still in flight (its create reserved
+        this poll) is waited for and answered, unless the caller is gone, when what was handed
+        over (or comes later) goes back to ready without spending an attempt."""
+        found = self._waiters.get((waiter.claim.tenant_id or "", waiter.claim.queue or ""))
+        if found is not None and waiter in found:
+            found.remove(waiter)  # never reserved: nothing can arrive any more
+            if not found:
+                del self._waiters[(waiter.claim.tenant_id or "", waiter.claim.queue or "")]
+            waiter.handed.cancel()
+            return leases
+        if gone:
+            if not waiter.handed.cancel() and leases is not waiter.handed.result():
+                await self._release(waiter.handed.result())  # arrived, not taken
+            await self._release(leases)  # a handoff still coming releases its own
+            return []
+        handed = await asyncio.shield(waiter.handed)
+        if leases is handed or not handed:
+            return leases
+        if leases:  # claimed for itself meanwhile: the handoff would go past max_tasks
+            await self._release(handed)
+            return leases
+        return handed
+
+    async def _release(self, leases: Sequence[Lease]) -> None:
+        if leases:
+            try:
+                await self.store.task_release([lease.lease_id for lease in leases])
+            except Exception as exc:  # they come back when their leases expire
+                log.warning("could not release %d handed-over leases: %s", len(leases), exc)
+
+    async def create(self, store: Any, new: Sequence[NewTask]) -> list[TaskCreated]:
+        """Create ``new`` (``store`` is the caller's; this hub's store serves handoffs). A
+        lone worker task due now whose queue has a poll waiting on this node is created and
+        claimed for that poll in one transaction (:class:`CreateHandoff`): one commit, and
+        the poll answers without a wake-up and a claim of its own."""
+        handoff = self._handoff
+        if handoff is None or len(new) != 1 or not self._waiters:
+            return await store.task_create_many(new)  # type: ignore[no-any-return]
+        task = new[0]
+        if task.target.get("type") != TargetType.WORKER.value or task.depends_on:
+            return await store.task_create_many(new)  # type: ignore[no-any-return]
+        if task.run_at is not None and task.run_at > utcnow():
+            return await store.task_create_many(new)  # type: ignore[no-any-return]
+        waiter = self._take_waiter(task.tenant_id, task.queue)
+        if waiter is None:
+            return await store.task_create_many(new)  # type: ignore[no-any-return]
+        try:
+            made, leases = await handoff.task_create_claimed(new, waiter.claim)
+        except BaseException:
+            if not waiter.handed.done():
+                waiter.handed.set_result([])  # the poll claims for itself again
+            raise
+        if not waiter.handed.done():
+            waiter.handed.set_result(leases)
+            return made
+        # The poll is gone: its tasks wait again, attempts unspent, and are answered so.
+        await self._release(leases)
+        if not any(lease.task.id == m.task.id for lease in leases for m in made):
+            return made
+        return [
+            TaskCreated(
+                task=await store.task_get(m.task.tenant_id, m.task.id) or m.task,
+                created=m.created,
+            )
+            for m in made
+        ]
 
     async def heartbeat(
         self, tenant_id: str, lease_id: str, extend_seconds: float
@@ -402,7 +538,11 @@ def hub(request: Request) -> LeaseHub:
     found: LeaseHub | None = getattr(state, "lease_hub", None)
     if found is None:
         services = getattr(state, "services", None)
-        found = LeaseHub(state.store, None if services is None else services.pulse)
+        found = LeaseHub(
+            state.store,
+            None if services is None else services.pulse,
+            handoff=services is None or services.settings.lease_handoff,
+        )
         state.lease_hub = found
         if getattr(state, "long_polls_ended", False):
             found.watch.close()

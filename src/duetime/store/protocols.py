@@ -129,6 +129,22 @@ class LeaseCompleter(Protocol):
         stale from the rest."""
 
 
+@runtime_checkable
+class CreateHandoff(Protocol):
+    """A store that can create tasks and claim for a waiting lease poll in one transaction (a
+    direct handoff, PostgreSQL): one commit for both, and no wake-up between the create and the
+    poll's claim (docs/architecture.md, "Lease polls")."""
+
+    async def task_create_claimed(
+        self, tasks: Sequence[NewTask], claim: ClaimRequest
+    ) -> tuple[list[TaskCreated], list[Lease]]:
+        """:meth:`Store.task_create_many` of ``tasks`` and, before it commits,
+        :meth:`Store.task_claim` of ``claim`` (which sees them): the created tasks (one the
+        claim took is answered running, under its lease) and the leases. A store may answer
+        with a plain create and no leases when the claim cannot be made there (a limited queue,
+        a tenant with a quota, tasks with parents); the caller then claims as usual."""
+
+
 # -- life of the store -----------------------------------------------------------------------------
 
 

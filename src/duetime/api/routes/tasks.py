@@ -8,6 +8,7 @@ rather than through a dependency because they are the hot path.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -29,6 +30,7 @@ from duetime.api.deps import (
 )
 from duetime.api.idempotency import check_repeats
 from duetime.api.lean import LeanRoute
+from duetime.api.leasing import hub
 from duetime.api.problems import problem_responses
 from duetime.api.routes.history import cold_tier
 from duetime.api.schemas import (
@@ -69,9 +71,10 @@ async def _create(call: Caller, new: list[NewTask], request: Request) -> list[Ta
     with its trace context (:func:`duetime.observe.tracing.create_traced`)."""
     services(request).pulse.add(len(new))
     header = request.headers.get("traceparent")
+    leases = hub(request)  # a lone worker task may go straight to a waiting lease poll
     if header is None and not tracing.ENABLED:
-        return await call.store.task_create_many(new)
-    return await tracing.create_traced(call.store.task_create_many, new, header)
+        return await leases.create(call.store, new)
+    return await tracing.create_traced(functools.partial(leases.create, call.store), new, header)
 
 
 @router.post(

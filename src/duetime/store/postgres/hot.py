@@ -154,20 +154,50 @@ class PgHot:
             inserted, hits = await self._insert(fresh, ids, parents)
         except pgx.DataError as exc:  # e.g. a NUL character, which PostgreSQL cannot store
             raise ValidationError(f"a task cannot be stored: {exc}") from exc
-        made: list[TaskCreated] = []
-        for new, task_id, group in zip(fresh, ids, parents, strict=True):
-            row = inserted.get(task_id)
-            if row is not None:
-                status, run_at, at = _STATUS[row["status"]], row["run_at"], row["created_at"]
-                task = rules.created_task(new, task_id, status, group, run_at, at)
-                made.append(TaskCreated(task=task, created=True))
-                continue
-            hit = hits.get((new.tenant_id, new.idempotency_key or ""))
-            if hit is None:  # cannot happen: a conflict means a committed row
-                raise Conflict(f"task with idempotency key {new.idempotency_key!r} vanished")
-            made.append(TaskCreated(task=hit, created=False))
+        made = _made(fresh, ids, parents, inserted, hits)
         rules.announce_created(made, self.ready_signal, self.due_signal)
         return rules.in_input_order(slots, made)
+
+    async def task_create_claimed(
+        self, tasks: Sequence[NewTask], claim: ClaimRequest
+    ) -> tuple[list[TaskCreated], list[Lease]]:
+        """Create ``tasks`` and claim for ``claim`` in the same transaction (see
+        :class:`~duetime.store.protocols.CreateHandoff`): one commit, no wake-up between.
+
+        A plain :meth:`task_create_many` (and no leases) when the claim would take the locked
+        path (a limited queue, a tenant with a quota) or a task has parents."""
+        kind = rules.claim_kind(claim)
+        limited = await self._limited_queues()
+        if (
+            kind != "worker"
+            or (claim.tenant_id, claim.queue) in limited
+            or claim.tenant_id in self._limited_tenants
+            or any(t.depends_on for t in tasks)
+        ):
+            return await self.task_create_many(tasks), []
+        fresh, slots = rules.first_of_each_key(tasks)
+        n = len(fresh)
+        ids = new_ids(n)
+        parents: list[tuple[str, ...]] = [()] * n
+        records = task_input_records(fresh, ids, parents, [0] * n, [False] * n)
+        try:
+            async with self._transaction() as conn:
+                found = await conn.fetch(*bind("task_insert", now=self._pinned(), tasks=records))
+                inserted = {str(r["id"]): r for r in found}
+                hits = {} if len(inserted) == n else await _fetch_hits(conn, fresh, ids, inserted)
+                leases = await self._claim(conn, kind, claim)
+        except pgx.DataError as exc:
+            raise ValidationError(f"a task cannot be stored: {exc}") from exc
+        # A task claimed at once is answered as it is now: running under its lease.
+        running = {lease.task.id: lease.task for lease in leases}
+        made = [
+            TaskCreated(task=running.get(m.task.id, m.task), created=m.created)
+            for m in _made(fresh, ids, parents, inserted, hits)
+        ]
+        rules.announce_created(
+            (m for m in made if m.task.id not in running), self.ready_signal, self.due_signal
+        )
+        return rules.in_input_order(slots, made), leases
 
     async def _insert(
         self, fresh: list[NewTask], ids: list[str], parents: list[tuple[str, ...]]
@@ -585,6 +615,30 @@ class PgHot:
         quota = self._limited_tenants
         if (limited or quota) and any(q in limited or q[0] in quota for q in queues):
             self.ready_signal.notify()
+
+
+def _made(
+    fresh: Sequence[NewTask],
+    ids: Sequence[str],
+    parents: Sequence[tuple[str, ...]],
+    inserted: Mapping[str, asyncpg.Record],
+    hits: Mapping[tuple[str, str], Task],
+) -> list[TaskCreated]:
+    """What a create made of each new task: the inserted row (its status as the database
+    decided), or the existing task behind an idempotent hit."""
+    made: list[TaskCreated] = []
+    for new, task_id, group in zip(fresh, ids, parents, strict=True):
+        row = inserted.get(task_id)
+        if row is not None:
+            status, run_at, at = _STATUS[row["status"]], row["run_at"], row["created_at"]
+            task = rules.created_task(new, task_id, status, group, run_at, at)
+            made.append(TaskCreated(task=task, created=True))
+            continue
+        hit = hits.get((new.tenant_id, new.idempotency_key or ""))
+        if hit is None:  # cannot happen: a conflict means a committed row
+            raise Conflict(f"task with idempotency key {new.idempotency_key!r} vanished")
+        made.append(TaskCreated(task=hit, created=False))
+    return made
 
 
 def _opt_float(value: float | None) -> float | None:

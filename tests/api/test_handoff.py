@@ -1,0 +1,138 @@
+"""Direct handoff: a lone worker task created while a lease poll of its queue waits on the node
+is claimed for that poll in the create's own transaction (stores that can, PostgreSQL;
+SQLite's polls claim after the wake-up as before). Either way the poll gets the task once, with
+one attempt; a poll gone before its handoff lands gives the task back unspent."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+from api_helpers import ADMIN_TOKEN, TenantKey, make_tenant
+from fastapi import FastAPI
+from lease_helpers import create, lease, polls_waiting, task
+
+from duetime.api.app import create_app
+from duetime.api.leasing import LeaseHub
+from duetime.config import Settings
+from duetime.store import Store
+from duetime.store.protocols import CreateHandoff
+from duetime.types import ClaimRequest, TargetType
+
+
+def _handoff(store: Store) -> bool:
+    return isinstance(store, CreateHandoff)
+
+
+async def _history(api: httpx.AsyncClient, task_id: str) -> list[tuple[Any, Any]]:
+    resp = await api.get("/v1/history", params={"task_id": task_id})
+    assert resp.status_code == 200, resp.text
+    records = sorted(resp.json()["items"], key=lambda r: (r["at"], r["id"]))
+    return [(r["from_status"], r["to_status"]) for r in records if r["kind"] == "task"]
+
+
+async def test_a_create_goes_to_the_waiting_poll(
+    api: httpx.AsyncClient, app: FastAPI, store: Store
+) -> None:
+    poll = asyncio.ensure_future(lease(api, "q", wait_seconds=5, worker_id="w-1"))
+    await polls_waiting(app, 1)
+    made = await create(api, queue="q", name="now")
+    (got,) = await asyncio.wait_for(poll, 5)
+    assert got["task"]["id"] == made["id"] and got["attempt"] == 1
+    # Handed over in the create's transaction, the task is answered as it is: running.
+    assert made["status"] == ("running" if _handoff(store) else "ready")
+    shown = await task(api, made["id"])
+    assert shown["status"] == "running" and shown["attempts"] == 1
+    # The life cycle is the same: created ready, then claimed by the worker.
+    assert await _history(api, made["id"]) == [(None, "ready"), ("ready", "running")]
+    ack = await api.post(f"/v1/leases/{got['lease_id']}/complete", json={"result": 1})
+    assert ack.status_code == 200, ack.text
+    assert (await task(api, made["id"]))["status"] == "succeeded"
+    assert hub_waiters(app) == 0
+
+
+def hub_waiters(app: FastAPI) -> int:
+    found = getattr(app.state, "lease_hub", None)
+    return 0 if found is None else sum(len(w) for w in found._waiters.values())
+
+
+async def test_without_a_waiting_poll_a_create_stays_ready(
+    api: httpx.AsyncClient, app: FastAPI
+) -> None:
+    made = await create(api, queue="q")
+    assert made["status"] == "ready"
+    other = asyncio.ensure_future(lease(api, "elsewhere", wait_seconds=5))
+    await polls_waiting(app, 1)
+    second = await create(api, queue="q")  # a poll waits, but on another queue
+    assert second["status"] == "ready"
+    assert {x["task"]["id"] for x in await lease(api, "q", max_tasks=5)} == {
+        made["id"],
+        second["id"],
+    }
+    await create(api, queue="elsewhere")
+    assert len(await asyncio.wait_for(other, 5)) == 1
+    assert hub_waiters(app) == 0
+
+
+async def test_a_limited_queue_is_claimed_by_the_poll_itself(
+    api: httpx.AsyncClient, app: FastAPI, store: Store
+) -> None:
+    resp = await api.put("/v1/queues/q", json={"max_concurrency": 1})
+    assert resp.status_code == 200, resp.text
+    poll = asyncio.ensure_future(lease(api, "q", wait_seconds=5))
+    await polls_waiting(app, 1)
+    made = await create(api, queue="q")
+    assert made["status"] == "ready"  # the locked path is the poll's: no handoff
+    (got,) = await asyncio.wait_for(poll, 5)
+    assert got["task"]["id"] == made["id"]
+
+
+async def test_a_poll_gone_before_the_handoff_gives_the_task_back(
+    api: httpx.AsyncClient, app: FastAPI, store: Store, tenant: TenantKey
+) -> None:
+    """The create reserved a poll that then went away (its caller hung up): the task it
+    claimed is released at once, ready again with its attempt unspent, not left to its lease's
+    expiry."""
+    await create(api, queue="warm")  # the app's lease hub exists from here on
+    claim = ClaimRequest(
+        worker_id="w-gone",
+        limit=1,
+        target_types=frozenset({TargetType.WORKER}),
+        lease_seconds=60,
+        queue="q",
+        tenant_id=tenant.id,
+    )
+    leases = hub_of(app)
+    waiter = leases._await_handoff(claim, tenant.id, "q")
+    waiter.handed.cancel()  # the poll left before taking itself off the list
+    made = await create(api, queue="q")
+    assert made["status"] == "ready"
+    shown = await task(api, made["id"])
+    assert shown["status"] == "ready" and shown["attempts"] == 0
+    (got,) = await lease(api, "q")
+    assert got["task"]["id"] == made["id"] and got["attempt"] == 1
+    # A store without handoffs never takes a waiter off the list.
+    assert hub_waiters(app) == (0 if _handoff(store) else 1)
+
+
+def hub_of(app: FastAPI) -> LeaseHub:
+    found = getattr(app.state, "lease_hub", None)
+    assert isinstance(found, LeaseHub)
+    return found
+
+
+async def test_handoffs_can_be_turned_off(store: Store) -> None:
+    """``DUETIME_LEASE_HANDOFF=false``: the create commits alone, the poll claims after its
+    wake-up (the create answers ``ready``)."""
+    app = create_app(Settings(admin_token=ADMIN_TOKEN, lease_handoff=False), store)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://duetime.test") as client:
+        client.headers.update((await make_tenant(client, "acme")).headers)
+        poll = asyncio.ensure_future(lease(client, "q", wait_seconds=5))
+        await polls_waiting(app, 1)
+        made = await create(client, queue="q")
+        assert made["status"] == "ready"
+        (got,) = await asyncio.wait_for(poll, 5)
+        assert got["task"]["id"] == made["id"]
+        assert hub_waiters(app) == 0
