@@ -18,7 +18,7 @@ from duetime.api.leasing import LeaseHub
 from duetime.config import Settings
 from duetime.store import Store
 from duetime.store.protocols import CreateHandoff
-from duetime.types import ClaimRequest, TargetType
+from duetime.types import ClaimRequest, Lease, NewTask, TargetType
 
 
 def _handoff(store: Store) -> bool:
@@ -136,3 +136,69 @@ async def test_handoffs_can_be_turned_off(store: Store) -> None:
         (got,) = await asyncio.wait_for(poll, 5)
         assert got["task"]["id"] == made["id"]
         assert hub_waiters(app) == 0
+
+
+async def _two_leases(store: Store, tenant_id: str) -> list[Lease]:
+    made = await store.task_create_many(
+        [NewTask(tenant_id=tenant_id, target={"type": "worker"}, queue="q") for _ in range(2)]
+    )
+    claim = ClaimRequest(
+        worker_id="w-1",
+        limit=2,
+        target_types=frozenset({TargetType.WORKER}),
+        lease_seconds=60,
+        queue="q",
+        tenant_id=tenant_id,
+    )
+    leases = await store.task_claim(claim)
+    assert {lease.task.id for lease in leases} == {m.task.id for m in made}
+    return leases
+
+
+async def test_a_poll_that_claimed_for_itself_gives_back_a_late_handoff(
+    store: Store, tenant: TenantKey
+) -> None:
+    """A poll reserved by a create claimed tasks of its own before the handoff landed: it
+    answers with its own (never more than max_tasks) and the handed-over task goes back to
+    ready at once, its attempt unspent."""
+    own, handed = await _two_leases(store, tenant.id)
+    hub_ = LeaseHub(store)
+    claim = ClaimRequest(
+        worker_id="w-1",
+        limit=1,
+        target_types=frozenset({TargetType.WORKER}),
+        queue="q",
+        tenant_id=tenant.id,
+    )
+    waiter = hub_._await_handoff(claim, tenant.id, "q")
+    assert hub_._take_waiter(tenant.id, "q") is waiter  # a create reserved it
+    ending = asyncio.ensure_future(hub_._end_handoff(waiter, [own], gone=False))
+    await asyncio.sleep(0)
+    assert not ending.done()  # it waits for the handoff in flight
+    waiter.handed.set_result([handed])
+    assert await ending == [own]
+    back = await store.task_get(tenant.id, handed.task.id)
+    assert back is not None and back.status.value == "ready" and back.attempts == 0
+    kept = await store.task_get(tenant.id, own.task.id)
+    assert kept is not None and kept.status.value == "running"
+
+
+async def test_a_poll_gone_releases_a_handoff_it_did_not_take(
+    store: Store, tenant: TenantKey
+) -> None:
+    own, handed = await _two_leases(store, tenant.id)
+    hub_ = LeaseHub(store)
+    claim = ClaimRequest(
+        worker_id="w-1",
+        limit=1,
+        target_types=frozenset({TargetType.WORKER}),
+        queue="q",
+        tenant_id=tenant.id,
+    )
+    waiter = hub_._await_handoff(claim, tenant.id, "q")
+    assert hub_._take_waiter(tenant.id, "q") is waiter
+    waiter.handed.set_result([handed])  # landed, but the caller hung up first
+    assert await hub_._end_handoff(waiter, [own], gone=True) == []
+    for ended in (own, handed):
+        back = await store.task_get(tenant.id, ended.task.id)
+        assert back is not None and back.status.value == "ready" and back.attempts == 0
