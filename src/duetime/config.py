@@ -86,8 +86,8 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = 1.0
     lease_grace_seconds: float = 10.0
     # A lone worker task created due now while a lease poll of its queue waits on this node is
-    # claimed for that poll in the create's transaction (PostgreSQL): the task starts ~1.5 ms
-    # sooner, the create answers ~0.7 ms later (docs/architecture.md, "One task's path").
+    # claimed for that poll in the create's transaction: the task starts ~1-1.5 ms sooner, the
+    # create answers ~0.7 ms later on PostgreSQL (docs/architecture.md, "One task's path").
     lease_handoff: bool = True
     log_level: str = "info"
     # Log lines as text or as JSON objects (task id, tenant, attempt as fields).

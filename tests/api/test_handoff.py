@@ -1,7 +1,8 @@
 """Direct handoff: a lone worker task created while a lease poll of its queue waits on the node
-is claimed for that poll in the create's own transaction (stores that can, PostgreSQL;
-SQLite's polls claim after the wake-up as before). Either way the poll gets the task once, with
-one attempt; a poll gone before its handoff lands gives the task back unspent."""
+is claimed for that poll in the create's own transaction (both stores; with the setting off,
+the poll claims after its wake-up as before). Either way the poll gets the task once, with one
+attempt and the life cycle ready -> running; a poll gone before its handoff lands gives the
+task back unspent, and queue limits hold."""
 
 from __future__ import annotations
 
@@ -75,17 +76,24 @@ async def test_without_a_waiting_poll_a_create_stays_ready(
     assert hub_waiters(app) == 0
 
 
-async def test_a_limited_queue_is_claimed_by_the_poll_itself(
-    api: httpx.AsyncClient, app: FastAPI, store: Store
-) -> None:
+async def test_a_handoff_keeps_the_queue_limit(api: httpx.AsyncClient, app: FastAPI) -> None:
+    """A full limited queue hands nothing over (PostgreSQL leaves limited queues to the poll's
+    own locked claim; SQLite claims them in its one writer's transaction, within the limit):
+    the new task waits, and the poll gets it once the running one ends."""
     resp = await api.put("/v1/queues/q", json={"max_concurrency": 1})
     assert resp.status_code == 200, resp.text
+    await create(api, queue="q")
+    (held,) = await lease(api, "q")  # running: the queue is full
     poll = asyncio.ensure_future(lease(api, "q", wait_seconds=5))
     await polls_waiting(app, 1)
-    made = await create(api, queue="q")
-    assert made["status"] == "ready"  # the locked path is the poll's: no handoff
+    second = await create(api, queue="q")
+    assert second["status"] == "ready"
+    await asyncio.sleep(0.05)
+    assert not poll.done()
+    done = await api.post(f"/v1/leases/{held['lease_id']}/complete", json={"result": 1})
+    assert done.status_code == 200, done.text
     (got,) = await asyncio.wait_for(poll, 5)
-    assert got["task"]["id"] == made["id"]
+    assert got["task"]["id"] == second["id"]
 
 
 async def test_a_poll_gone_before_the_handoff_gives_the_task_back(

@@ -132,8 +132,8 @@ class LeaseCompleter(Protocol):
 @runtime_checkable
 class CreateHandoff(Protocol):
     """A store that can create tasks and claim for a waiting lease poll in one transaction (a
-    direct handoff, PostgreSQL): one commit for both, and no wake-up between the create and the
-    poll's claim (docs/architecture.md, "Lease polls")."""
+    direct handoff): one commit for both, and no wake-up between the create and the poll's
+    claim (docs/architecture.md, "One task's path")."""
 
     async def task_create_claimed(
         self, tasks: Sequence[NewTask], claim: ClaimRequest

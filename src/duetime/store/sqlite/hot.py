@@ -404,6 +404,32 @@ class SqliteHot:
         rules.announce_created(made, self.ready_signal, self.due_signal)
         return made
 
+    async def task_create_claimed(
+        self, tasks: Sequence[NewTask], claim: ClaimRequest
+    ) -> tuple[list[TaskCreated], list[Lease]]:
+        """Create ``tasks`` and claim for ``claim`` in one write transaction (see
+        :class:`~duetime.store.protocols.CreateHandoff`). Limited queues and tasks with parents
+        too: every SQLite claim already runs in the one writer's transaction."""
+        if not tasks:
+            return [], []
+        batch = list(tasks)
+        refill: list[float] = []
+
+        def body(conn: sqlite3.Connection, now: int) -> tuple[list[TaskCreated], list[Lease]]:
+            made = task_create_many(conn, now, batch)
+            return made, task_claim(conn, now, claim, refill)
+
+        made, leases = await self._write(body, integrity_retries=2)
+        if refill:
+            self._refill.after(min(refill))
+        # A task claimed at once is answered as it is now: running under its lease.
+        running = {lease.task.id: lease.task for lease in leases}
+        made = [TaskCreated(task=running.get(m.task.id, m.task), created=m.created) for m in made]
+        rules.announce_created(
+            (m for m in made if m.task.id not in running), self.ready_signal, self.due_signal
+        )
+        return made, leases
+
     async def task_claim(self, request: ClaimRequest) -> list[Lease]:
         refill: list[float] = []
         leases = await self._write(lambda conn, now: task_claim(conn, now, request, refill))
