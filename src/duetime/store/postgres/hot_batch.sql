@@ -146,7 +146,11 @@ WHERE a.tenant_id <> ALL(:exclude::text[]);
 -- plan use the index.
 WITH found AS (
     SELECT x.id, s.tenant_id, s.n, x.priority, x.due_at
-    FROM unnest(:tenant_ids::text[], :queues::text[], :shares::int[]) AS s (tenant_id, queue, n)
+    -- Arrays read through scalar subqueries (see the top of this file): a custom plan that saw
+    -- one (tenant, queue) always looked cheaper than the generic plan, so every claim was
+    -- planned afresh (0.56 ms of its bind in the server log of an immediate-http run).
+    FROM unnest((SELECT :tenant_ids::text[]), (SELECT :queues::text[]), (SELECT :shares::int[]))
+        AS s (tenant_id, queue, n)
     CROSS JOIN LATERAL (
         SELECT id, priority, due_at FROM tasks
         WHERE status = 'ready' AND target_type <> 'worker'
