@@ -103,14 +103,7 @@ async def test_a_poll_gone_before_the_handoff_gives_the_task_back(
     claimed is released at once, ready again with its attempt unspent, not left to its lease's
     expiry."""
     await create(api, queue="warm")  # the app's lease hub exists from here on
-    claim = ClaimRequest(
-        worker_id="w-gone",
-        limit=1,
-        target_types=frozenset({TargetType.WORKER}),
-        lease_seconds=60,
-        queue="q",
-        tenant_id=tenant.id,
-    )
+    claim = _claim_q(tenant.id, limit=1, worker_id="w-gone")
     leases = hub_of(app)
     waiter = leases._await_handoff(claim, tenant.id, "q")
     waiter.handed.cancel()  # the poll left before taking itself off the list
@@ -146,19 +139,23 @@ async def test_handoffs_can_be_turned_off(store: Store) -> None:
         assert hub_waiters(app) == 0
 
 
-async def _two_leases(store: Store, tenant_id: str) -> list[Lease]:
-    made = await store.task_create_many(
-        [NewTask(tenant_id=tenant_id, target={"type": "worker"}, queue="q") for _ in range(2)]
-    )
-    claim = ClaimRequest(
-        worker_id="w-1",
-        limit=2,
+def _claim_q(tenant_id: str, *, limit: int, worker_id: str = "w-1") -> ClaimRequest:
+    """A worker claim of queue ``q`` (what a lease poll asks the store for)."""
+    return ClaimRequest(
+        worker_id=worker_id,
+        limit=limit,
         target_types=frozenset({TargetType.WORKER}),
         lease_seconds=60,
         queue="q",
         tenant_id=tenant_id,
     )
-    leases = await store.task_claim(claim)
+
+
+async def _two_leases(store: Store, tenant_id: str) -> list[Lease]:
+    made = await store.task_create_many(
+        [NewTask(tenant_id=tenant_id, target={"type": "worker"}, queue="q") for _ in range(2)]
+    )
+    leases = await store.task_claim(_claim_q(tenant_id, limit=2))
     assert {lease.task.id for lease in leases} == {m.task.id for m in made}
     return leases
 
@@ -171,14 +168,7 @@ async def test_a_poll_that_claimed_for_itself_gives_back_a_late_handoff(
     ready at once, its attempt unspent."""
     own, handed = await _two_leases(store, tenant.id)
     hub_ = LeaseHub(store)
-    claim = ClaimRequest(
-        worker_id="w-1",
-        limit=1,
-        target_types=frozenset({TargetType.WORKER}),
-        queue="q",
-        tenant_id=tenant.id,
-    )
-    waiter = hub_._await_handoff(claim, tenant.id, "q")
+    waiter = hub_._await_handoff(_claim_q(tenant.id, limit=1), tenant.id, "q")
     assert hub_._take_waiter(tenant.id, "q") is waiter  # a create reserved it
     ending = asyncio.ensure_future(hub_._end_handoff(waiter, [own], gone=False))
     await asyncio.sleep(0)
@@ -196,14 +186,7 @@ async def test_a_poll_gone_releases_a_handoff_it_did_not_take(
 ) -> None:
     own, handed = await _two_leases(store, tenant.id)
     hub_ = LeaseHub(store)
-    claim = ClaimRequest(
-        worker_id="w-1",
-        limit=1,
-        target_types=frozenset({TargetType.WORKER}),
-        queue="q",
-        tenant_id=tenant.id,
-    )
-    waiter = hub_._await_handoff(claim, tenant.id, "q")
+    waiter = hub_._await_handoff(_claim_q(tenant.id, limit=1), tenant.id, "q")
     assert hub_._take_waiter(tenant.id, "q") is waiter
     waiter.handed.set_result([handed])  # landed, but the caller hung up first
     assert await hub_._end_handoff(waiter, [own], gone=True) == []
