@@ -204,6 +204,18 @@ def announce_created(made: Iterable[TaskCreated], ready_signal: Signal, due_sign
         due_signal.notify_due(due)
 
 
+def announce_handed_over(
+    made: Iterable[TaskCreated], leases: Sequence[Lease], ready_signal: Signal, due_signal: Signal
+) -> list[TaskCreated]:
+    """After a create that claimed in its own transaction (a handoff to a waiting lease poll,
+    :class:`~duetime.store.protocols.CreateHandoff`) commits: the tasks the claim took are
+    answered as they are now, running under their leases, and only the others are announced."""
+    running = {lease.task.id: lease.task for lease in leases}
+    answered = [TaskCreated(task=running.get(m.task.id, m.task), created=m.created) for m in made]
+    announce_created((m for m in answered if m.task.id not in running), ready_signal, due_signal)
+    return answered
+
+
 def created_wake(made: Iterable[TaskCreated]) -> tuple[bool, bool, datetime | None]:
     """What a create owes the signals: whether a task became ready, whether one of those is a
     push task (else only long polls can claim them), and the earliest due time of the scheduled

@@ -188,14 +188,8 @@ class PgHot:
                 leases = await self._claim(conn, kind, claim)
         except pgx.DataError as exc:
             raise ValidationError(f"a task cannot be stored: {exc}") from exc
-        # A task claimed at once is answered as it is now: running under its lease.
-        running = {lease.task.id: lease.task for lease in leases}
-        made = [
-            TaskCreated(task=running.get(m.task.id, m.task), created=m.created)
-            for m in _made(fresh, ids, parents, inserted, hits)
-        ]
-        rules.announce_created(
-            (m for m in made if m.task.id not in running), self.ready_signal, self.due_signal
+        made = rules.announce_handed_over(
+            _made(fresh, ids, parents, inserted, hits), leases, self.ready_signal, self.due_signal
         )
         return rules.in_input_order(slots, made), leases
 

@@ -422,13 +422,7 @@ class SqliteHot:
         made, leases = await self._write(body, integrity_retries=2)
         if refill:
             self._refill.after(min(refill))
-        # A task claimed at once is answered as it is now: running under its lease.
-        running = {lease.task.id: lease.task for lease in leases}
-        made = [TaskCreated(task=running.get(m.task.id, m.task), created=m.created) for m in made]
-        rules.announce_created(
-            (m for m in made if m.task.id not in running), self.ready_signal, self.due_signal
-        )
-        return made, leases
+        return rules.announce_handed_over(made, leases, self.ready_signal, self.due_signal), leases
 
     async def task_claim(self, request: ClaimRequest) -> list[Lease]:
         refill: list[float] = []
