@@ -42,7 +42,7 @@ from duetime.observe import tracing
 from duetime.observe.endings import attempts_ended, trace_lease
 from duetime.retry import next_retry_delay
 from duetime.store.isolation import complete_isolated, reason
-from duetime.store.protocols import CreateHandoff, LeaseCompleter, PullStore, Signal
+from duetime.store.protocols import ApiStore, CreateHandoff, LeaseCompleter, PullStore, Signal
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -137,6 +137,8 @@ class _TtlSet:
 class _Waiter:
     """A waiting lease poll a create may hand its task to (:meth:`LeaseHub.create`)."""
 
+    key: tuple[str, str]
+    """(tenant, queue) it waits on."""
     claim: ClaimRequest
     handed: asyncio.Future[list[Lease]]
 
@@ -262,8 +264,8 @@ class LeaseHub:
 
     def _await_handoff(self, claim: ClaimRequest, tenant_id: str, queue: str) -> _Waiter:
         """Register a waiting poll that a create may hand its task to."""
-        waiter = _Waiter(claim, asyncio.get_running_loop().create_future())
-        self._waiters.setdefault((tenant_id, queue), []).append(waiter)
+        waiter = _Waiter((tenant_id, queue), claim, asyncio.get_running_loop().create_future())
+        self._waiters.setdefault(waiter.key, []).append(waiter)
         return waiter
 
     def _take_waiter(self, tenant_id: str, queue: str) -> _Waiter | None:
@@ -282,11 +284,11 @@ class LeaseHub:
         """A poll is ending: leave the list; a handoff still in flight (its create reserved
         this poll) is waited for and answered, unless the caller is gone, when what was handed
         over (or comes later) goes back to ready without spending an attempt."""
-        found = self._waiters.get((waiter.claim.tenant_id or "", waiter.claim.queue or ""))
+        found = self._waiters.get(waiter.key)
         if found is not None and waiter in found:
             found.remove(waiter)  # never reserved: nothing can arrive any more
             if not found:
-                del self._waiters[(waiter.claim.tenant_id or "", waiter.claim.queue or "")]
+                del self._waiters[waiter.key]
             waiter.handed.cancel()
             return leases
         if gone:
@@ -309,22 +311,26 @@ class LeaseHub:
             except Exception as exc:  # they come back when their leases expire
                 log.warning("could not release %d handed-over leases: %s", len(leases), exc)
 
-    async def create(self, store: Any, new: Sequence[NewTask]) -> list[TaskCreated]:
+    def _waiter_for(self, new: Sequence[NewTask]) -> _Waiter | None:
+        """The poll a create of ``new`` goes to, taken off the list: a lone worker task due
+        now, with a poll of its queue waiting on this node. None otherwise."""
+        if self._handoff is None or len(new) != 1 or not self._waiters:
+            return None
+        task = new[0]
+        if task.target.get("type") != TargetType.WORKER.value or task.depends_on:
+            return None
+        if task.run_at is not None and task.run_at > utcnow():
+            return None
+        return self._take_waiter(task.tenant_id, task.queue)
+
+    async def create(self, store: ApiStore, new: Sequence[NewTask]) -> list[TaskCreated]:
         """Create ``new`` (``store`` is the caller's; this hub's store serves handoffs). A
         lone worker task due now whose queue has a poll waiting on this node is created and
         claimed for that poll in one transaction (:class:`CreateHandoff`): one commit, and
         the poll answers without a wake-up and a claim of its own."""
-        handoff = self._handoff
-        if handoff is None or len(new) != 1 or not self._waiters:
-            return await store.task_create_many(new)  # type: ignore[no-any-return]
-        task = new[0]
-        if task.target.get("type") != TargetType.WORKER.value or task.depends_on:
-            return await store.task_create_many(new)  # type: ignore[no-any-return]
-        if task.run_at is not None and task.run_at > utcnow():
-            return await store.task_create_many(new)  # type: ignore[no-any-return]
-        waiter = self._take_waiter(task.tenant_id, task.queue)
-        if waiter is None:
-            return await store.task_create_many(new)  # type: ignore[no-any-return]
+        waiter, handoff = self._waiter_for(new), self._handoff
+        if waiter is None or handoff is None:
+            return await store.task_create_many(new)
         try:
             made, leases = await handoff.task_create_claimed(new, waiter.claim)
         except BaseException:
