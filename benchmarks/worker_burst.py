@@ -129,6 +129,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
                 raise RuntimeError("creating the burst took longer than its lead time")
             time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() - 0.2))
             node_cpu_before = _cpu_seconds(proc.popen.pid)
+            pg_cpu_before = _postgres_cpu_seconds()
             deadline = time.monotonic() + lead + 120
             while time.monotonic() < deadline:
                 counts = [
@@ -143,6 +144,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
                 raise RuntimeError(f"only {sum(counts)} of {args.tasks} tasks ran")
             drained_at = wait_succeeded(proc.url, args.tasks)
             node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu_before
+            pg_cpu = _postgres_cpu_seconds() - pg_cpu_before
         finally:
             for w in workers:
                 w.terminate()
@@ -159,6 +161,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
         "drained_after_s": drained_at - due_ts,
         "handler_runs": float(len(starts)),
         "node_burst_cpu_s": node_cpu,
+        "pg_burst_cpu_s": pg_cpu,
         "workers_cpu_s": sum(float(o.with_suffix(".cpu").read_text()) for o in outs),
     }
 
@@ -167,6 +170,22 @@ def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a live process so far (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _postgres_cpu_seconds() -> float:
+    """CPU time so far of every process named ``postgres`` on this machine (the server and its
+    backends; 0 for SQLite runs). Backends that exit within the window are not counted."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, _, rest = text.partition(" (")[2].rpartition(")")
+        if name == "postgres":
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def main() -> None:
