@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import uuid
@@ -51,9 +52,15 @@ def new_ids(n: int) -> list[str]:
     return out
 
 
+_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""A UUID already in its canonical spelling: what ids and lease ids nearly always are."""
+
+
 def uuid_text(text: str) -> str | None:
     """``text`` in the canonical spelling of a UUID (any version: lower case, hyphens), or None
     when it does not parse as one."""
+    if type(text) is str and _CANONICAL.fullmatch(text):  # ~10x cheaper than parsing it
+        return text
     try:
         return str(uuid.UUID(text))
     except (ValueError, AttributeError, TypeError):
