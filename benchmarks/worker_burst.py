@@ -130,6 +130,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
             time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() - 0.2))
             node_cpu_before = _cpu_seconds(proc.popen.pid)
             pg_cpu_before = _postgres_cpu_seconds()
+            idle_before = _machine_idle()
             deadline = time.monotonic() + lead + 120
             while time.monotonic() < deadline:
                 counts = [
@@ -145,6 +146,8 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
             drained_at = wait_succeeded(proc.url, args.tasks)
             node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu_before
             pg_cpu = _postgres_cpu_seconds() - pg_cpu_before
+            idle_after = _machine_idle()
+            idle, total = idle_after[0] - idle_before[0], idle_after[1] - idle_before[1]
         finally:
             for w in workers:
                 w.terminate()
@@ -162,6 +165,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
         "handler_runs": float(len(starts)),
         "node_burst_cpu_s": node_cpu,
         "pg_burst_cpu_s": pg_cpu,
+        "machine_idle_share": idle / total if total else float("nan"),
         "workers_cpu_s": sum(float(o.with_suffix(".cpu").read_text()) for o in outs),
     }
 
@@ -170,6 +174,12 @@ def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a live process so far (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_idle() -> tuple[int, int]:
+    """Idle and total CPU time of the whole machine so far, in clock ticks (Linux)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks[:8])  # idle + iowait; without guest time (in user)
 
 
 def _postgres_cpu_seconds() -> float:

@@ -58,6 +58,7 @@ import uvloop
 from pgqueuer import AsyncpgDriver, Job, Queries
 
 PG = "postgresql://postgres@127.0.0.1:5432"
+FIGURES = {"burst", "single", "bulk", "immediate"}
 LOCK = "/tmp/bench.lock"
 ENTRYPOINT = "noop"
 Starts = list[tuple[int, str, float]]  # (job id, payload, handler start), one per job
@@ -297,7 +298,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=20_000, help="burst size")
     ap.add_argument("--workers", type=int, default=2, help="burst worker processes")
+    ap.add_argument(
+        "--only",
+        default="burst,single,bulk,immediate",
+        help="a comma list of the figures to measure (benchmarks/peers/side_by_side.sh: burst)",
+    )
     args = ap.parse_args()
+    only = set(args.only.split(","))
+    if not only <= FIGURES:
+        ap.error(f"--only takes {', '.join(sorted(FIGURES))}")
     with bench_lock():
         loop = gauge()
     print(
@@ -305,14 +314,18 @@ def main() -> None:
         f"10M-step loop {loop:.2f} s (best of 3, as in duetime bench)",
         flush=True,
     )
-    print(f"burst ({args.jobs:,} jobs due at one instant, {args.workers} worker processes):")
-    measure("burst", args.repeat, lambda: uvloop.run(burst(args.jobs, args.workers)))
-    print("single enqueue (one process awaiting each call, 5 s after 200 warm-ups):")
-    measure("single", args.repeat, lambda: uvloop.run(single_enqueue()))
-    print("bulk enqueue (1,000 per call, 20,000 jobs):")
-    measure("bulk", args.repeat, lambda: uvloop.run(bulk_enqueue()))
-    print("immediate (20 jobs/s for 20 s, enqueue return -> handler start, 1 worker process):")
-    measure("immediate", args.repeat, lambda: uvloop.run(immediate()))
+    if "burst" in only:
+        print(f"burst ({args.jobs:,} jobs due at one instant, {args.workers} worker processes):")
+        measure("burst", args.repeat, lambda: uvloop.run(burst(args.jobs, args.workers)))
+    if "single" in only:
+        print("single enqueue (one process awaiting each call, 5 s after 200 warm-ups):")
+        measure("single", args.repeat, lambda: uvloop.run(single_enqueue()))
+    if "bulk" in only:
+        print("bulk enqueue (1,000 per call, 20,000 jobs):")
+        measure("bulk", args.repeat, lambda: uvloop.run(bulk_enqueue()))
+    if "immediate" in only:
+        print("immediate (20 jobs/s for 20 s, enqueue return -> handler start, 1 worker process):")
+        measure("immediate", args.repeat, lambda: uvloop.run(immediate()))
 
 
 if __name__ == "__main__":
