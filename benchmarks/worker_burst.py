@@ -129,6 +129,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
                 raise RuntimeError("creating the burst took longer than its lead time")
             time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() - 0.2))
             node_cpu_before = _cpu_seconds(proc.popen.pid)
+            workers_cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
             pg_cpu_before = _postgres_cpu_seconds()
             idle_before = _machine_idle()
             deadline = time.monotonic() + lead + 120
@@ -145,6 +146,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
                 raise RuntimeError(f"only {sum(counts)} of {args.tasks} tasks ran")
             drained_at = wait_succeeded(proc.url, args.tasks)
             node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu_before
+            workers_cpu = sum(_cpu_seconds(w.pid) for w in workers) - workers_cpu_before
             pg_cpu = _postgres_cpu_seconds() - pg_cpu_before
             idle_after = _machine_idle()
             idle, total = idle_after[0] - idle_before[0], idle_after[1] - idle_before[1]
@@ -165,6 +167,7 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
         "handler_runs": float(len(starts)),
         "node_burst_cpu_s": node_cpu,
         "pg_burst_cpu_s": pg_cpu,
+        "workers_burst_cpu_s": workers_cpu,
         "machine_idle_share": idle / total if total else float("nan"),
         "workers_cpu_s": sum(float(o.with_suffix(".cpu").read_text()) for o in outs),
     }
