@@ -77,7 +77,9 @@ async def run_once(
             finally:
                 await conn.close()
         tenant = (await store.tenant_create("bench")).id
-        due = await store.now() + timedelta(seconds=1)
+        # Due once they are made: a task made after its due time would be made ready, and the
+        # promote phase below would wait for it for ever.
+        due = await store.now() + timedelta(seconds=2 + n / 5000)
         tasks = [
             NewTask(tenant_id=tenant, target={"type": "worker"}, name="noop", run_at=due)
             for _ in range(n)
@@ -89,7 +91,10 @@ async def run_once(
         rates["create_many"] = n / (time.perf_counter() - t0)
 
         # The promoter's view of time is the database's: wait until it says the tasks are due.
-        await asyncio.sleep(max(0.0, (due - await store.now()).total_seconds()) + 0.01)
+        wait = (due - await store.now()).total_seconds()
+        if wait <= 0:
+            raise RuntimeError("creating the tasks took longer than their lead; use fewer --tasks")
+        await asyncio.sleep(wait + 0.01)
         t0 = time.perf_counter()
         promoted = 0
         while promoted < n:

@@ -1,0 +1,193 @@
+"""PostgreSQL's own CPU per task in each phase of a worker task's life, as the node drives it.
+
+A default-worker burst is CPU-bound on two cores and PostgreSQL is most of it
+(``benchmarks/worker_burst.py`` prints ``pg_burst_cpu_s``), but a burst's wall-clock figures
+move with this machine's speed from one minute to the next. CPU time per task moves much less,
+so this prices each phase by the CPU seconds every ``postgres`` process spent on it (read from
+``/proc``; Linux only), per task, on a fresh database each run:
+
+    create    ``task_create_many`` of 1,000 worker tasks at a time, due one second ahead
+    promote   the promoter's rounds (``task_promote_due(1000)``) once they are due
+    claim     the lease API's claim (``task_claim``: one tenant's queue, ``--batch`` a call)
+    ack       the lease API's acks by lease id (``task_complete_leased``, ``--ack`` a call)
+
+``--variant`` changes the fresh schema first, to price a part of it (never do this to a real
+store): ``nohistory`` disables the audit trail's triggers, ``nocounts`` the maintained counts',
+``no-<index>`` drops that index. Variants run in turn within each round::
+
+    .venv/bin/python benchmarks/pg_cpu_phases.py [--rounds 3] [--variant default,nohistory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import asyncpg
+
+from duetime.store.postgres.backend import PostgresStore
+from duetime.types import ClaimRequest, NewTask, TargetType
+
+DEFAULT_ADMIN_URL = os.environ.get(
+    "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+TICKS = os.sysconf("SC_CLK_TCK")
+VARIANTS = {
+    "default": (),
+    "nohistory": (
+        "ALTER TABLE tasks DISABLE TRIGGER tasks_history_insert",
+        "ALTER TABLE tasks DISABLE TRIGGER tasks_history_update",
+        "ALTER TABLE attempts DISABLE TRIGGER attempts_history_insert",
+    ),
+    "nocounts": (
+        "ALTER TABLE tasks DISABLE TRIGGER task_counts_insert",
+        "ALTER TABLE tasks DISABLE TRIGGER task_counts_update",
+    ),
+}
+PHASES = ("create", "promote", "claim", "ack")
+
+
+def postgres_cpu() -> float:
+    """CPU seconds so far of every process named ``postgres`` on this machine."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # gone meanwhile
+        name, _, rest = text.partition(" (")[2].rpartition(")")
+        if name == "postgres":
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
+
+
+def schema_changes(variant: str) -> tuple[str, ...]:
+    if variant.startswith("no-"):
+        return (f'DROP INDEX "{variant[3:]}"',)
+    return VARIANTS[variant]
+
+
+async def one_run(url: str, variant: str, n: int, batch: int, ack: int) -> dict[str, float]:
+    """Microseconds of PostgreSQL CPU per task in each phase, on the fresh database ``url``."""
+    store = PostgresStore(url, pool_min=2, pool_max=4)
+    await store.open()
+    try:
+        await store.migrate()
+        conn = await asyncpg.connect(url)
+        try:
+            for statement in schema_changes(variant):
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+        # Due once every task is made (creating 20,000 takes ~1 s here; later on a busy
+        # machine): a task made after its due time would be made ready, and never promoted.
+        due = await store.now() + timedelta(seconds=2 + n / 5000)
+        new = NewTask(
+            tenant_id="default",
+            target={"type": "worker"},
+            name="noop",
+            queue="q",
+            payload_json='{"k": "v"}',
+            run_at=due,
+        )
+        spent = dict.fromkeys(PHASES, 0.0)
+        start = postgres_cpu()
+        for _ in range(0, n, 1000):
+            await store.task_create_many([new] * 1000)
+        spent["create"] = postgres_cpu() - start
+        wait = (due - await store.now()).total_seconds()
+        if wait <= 0:
+            raise RuntimeError("creating the tasks took longer than their lead; use fewer --tasks")
+        await asyncio.sleep(wait + 0.01)
+        start, moved = postgres_cpu(), 0
+        while moved < n:
+            moved += await store.task_promote_due(1000)
+        spent["promote"] = postgres_cpu() - start
+        claim = ClaimRequest(
+            worker_id="bench",
+            limit=batch,
+            target_types=frozenset({TargetType.WORKER}),
+            queue="q",
+            tenant_id="default",
+        )
+        done = 0
+        while done < n:
+            start = postgres_cpu()
+            leases = await store.task_claim(claim)
+            claimed = postgres_cpu()
+            ids = [lease.lease_id for lease in leases]
+            for i in range(0, len(ids), ack):
+                part = ids[i : i + ack]
+                ended = await store.task_complete_leased("default", part, [None] * len(part))
+                assert len(ended) == len(part), "a fresh lease was refused"
+            spent["claim"] += claimed - start
+            spent["ack"] += postgres_cpu() - claimed
+            done += len(leases)
+        return {phase: seconds / n * 1e6 for phase, seconds in spent.items()}
+    finally:
+        await store.close()
+
+
+async def in_fresh_database(
+    admin_url: str, variant: str, args: argparse.Namespace
+) -> dict[str, float]:
+    name = f"duetime_bench_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(admin_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            url = f"{admin_url.rpartition('/')[0]}/{name}"
+            return await one_run(url, variant, args.tasks, args.batch, args.ack)
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=500, help="tasks per claim")
+    parser.add_argument("--ack", type=int, default=150, help="leases per ack call")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variant", default="default", help="a comma list (see the top)")
+    args = parser.parse_args()
+    variants = args.variant.split(",")
+    for variant in variants:
+        if variant not in VARIANTS and not variant.startswith("no-"):
+            parser.error(f"unknown variant {variant!r}")
+    admin = await asyncpg.connect(args.admin_url)
+    version = await admin.fetchval("SHOW server_version")
+    await admin.close()
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}"
+        f" | PostgreSQL {version} | tasks={args.tasks} claim batch={args.batch}"
+        f" ack batch={args.ack} | PostgreSQL CPU, microseconds per task",
+        flush=True,
+    )
+    runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    for round_ in range(1, args.rounds + 1):
+        for variant in variants:
+            spent = await in_fresh_database(args.admin_url, variant, args)
+            runs[variant].append(spent)
+            print(f"round {round_} {variant}: " + _line(spent), flush=True)
+    for variant, found in runs.items():
+        medians = {p: statistics.median(r[p] for r in found) for p in PHASES}
+        print(f"median {variant}: " + _line(medians))
+
+
+def _line(spent: dict[str, float]) -> str:
+    burst = spent["promote"] + spent["claim"] + spent["ack"]
+    return ", ".join(f"{p} {spent[p]:.1f}" for p in PHASES) + f"; promote+claim+ack {burst:.1f}"
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
