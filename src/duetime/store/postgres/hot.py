@@ -16,8 +16,8 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Hashable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -150,10 +150,8 @@ class PgHot:
         for parent in {p for group in parents for p in group}:
             if not is_uuid(parent):
                 raise rules.unknown_parent(parent)
-        try:
+        with _storable():
             inserted, hits = await self._insert(fresh, ids, parents)
-        except pgx.DataError as exc:  # e.g. a NUL character, which PostgreSQL cannot store
-            raise ValidationError(f"a task cannot be stored: {exc}") from exc
         made = _made(fresh, ids, parents, inserted, hits)
         rules.announce_created(made, self.ready_signal, self.due_signal)
         return rules.in_input_order(slots, made)
@@ -176,18 +174,13 @@ class PgHot:
         ):
             return await self.task_create_many(tasks), []
         fresh, slots = rules.first_of_each_key(tasks)
-        n = len(fresh)
-        ids = new_ids(n)
-        parents: list[tuple[str, ...]] = [()] * n
-        records = task_input_records(fresh, ids, parents, [0] * n, [False] * n)
-        try:
+        ids = new_ids(len(fresh))
+        parents: list[tuple[str, ...]] = [()] * len(fresh)
+        with _storable():
             async with self._transaction() as conn:
-                found = await conn.fetch(*bind("task_insert", now=self._pinned(), tasks=records))
-                inserted = {str(r["id"]): r for r in found}
-                hits = {} if len(inserted) == n else await _fetch_hits(conn, fresh, ids, inserted)
+                inserted = await _insert_on(conn, self._pinned(), fresh, ids, parents)
+                hits = await _fetch_hits(conn, fresh, ids, inserted)
                 leases = await self._claim(conn, kind, claim)
-        except pgx.DataError as exc:
-            raise ValidationError(f"a task cannot be stored: {exc}") from exc
         made = rules.announce_handed_over(
             _made(fresh, ids, parents, inserted, hits), leases, self.ready_signal, self.due_signal
         )
@@ -203,7 +196,7 @@ class PgHot:
             records = task_input_records(fresh, ids, parents, [0] * n, [False] * n)
             inserted = {str(r["id"]): r for r in await self._inserts.insert(pinned, records)}
             if len(inserted) == n:
-                return inserted, {}
+                return inserted, {}  # no idempotent hit: no connection to read them on
             async with self._connection() as conn:
                 return inserted, await _fetch_hits(conn, fresh, ids, inserted)
         async with self._transaction() as conn:
@@ -222,9 +215,7 @@ class PgHot:
             unmarked = [p for p in wanted if not found[p]["has_dependents"]]
             if unmarked:
                 await conn.execute(*bind("task_parents_mark", ids=unmarked))
-            records = task_input_records(fresh, ids, parents, pending, dep_failed)
-            result = await conn.fetch(*bind("task_insert", now=pinned, tasks=records))
-            inserted = {str(r["id"]): r for r in result}
+            inserted = await _insert_on(conn, pinned, fresh, ids, parents, pending, dep_failed)
             # Only a blocked child ever needs its parents to find it.
             blocked = [
                 i
@@ -650,6 +641,33 @@ _LIMITED = {
     "push": "task_claim_limited_push",
     "any": "task_claim_limited_any",
 }
+
+
+@contextmanager
+def _storable() -> Iterator[None]:
+    """Input PostgreSQL cannot store (a NUL character) is the caller's error, not the store's."""
+    try:
+        yield
+    except pgx.DataError as exc:
+        raise ValidationError(f"a task cannot be stored: {exc}") from exc
+
+
+async def _insert_on(
+    conn: Conn,
+    pinned: datetime | None,
+    fresh: list[NewTask],
+    ids: list[str],
+    parents: list[tuple[str, ...]],
+    pending: list[int] | None = None,
+    dep_failed: list[bool] | None = None,
+) -> dict[str, asyncpg.Record]:
+    """One ``task_insert`` of ``fresh`` under ``ids`` on ``conn`` (inside the caller's
+    transaction): the inserted rows by id. Without ``pending``/``dep_failed``: no task waits on
+    a parent."""
+    n = len(fresh)
+    records = task_input_records(fresh, ids, parents, pending or [0] * n, dep_failed or [False] * n)
+    found = await conn.fetch(*bind("task_insert", now=pinned, tasks=records))
+    return {str(r["id"]): r for r in found}
 
 
 async def _fetch_hits(
