@@ -25,19 +25,19 @@ import asyncio
 import os
 import platform
 import statistics
-import uuid
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
 import asyncpg
 
+from duetime.bench.runs import BenchConfig, bench_store, postgres_cpu_seconds, sql_value
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import ClaimRequest, NewTask, TargetType
 
 DEFAULT_ADMIN_URL = os.environ.get(
     "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
-TICKS = os.sysconf("SC_CLK_TCK")
 VARIANTS = {
     "default": (),
     "nohistory": (
@@ -51,21 +51,6 @@ VARIANTS = {
     ),
 }
 PHASES = ("create", "promote", "claim", "ack")
-
-
-def postgres_cpu() -> float:
-    """CPU seconds so far of every process named ``postgres`` on this machine."""
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue  # gone meanwhile
-        name, _, rest = text.partition(" (")[2].rpartition(")")
-        if name == "postgres":
-            fields = rest.split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS
-    return total
 
 
 def schema_changes(variant: str) -> tuple[str, ...]:
@@ -98,18 +83,18 @@ async def one_run(url: str, variant: str, n: int, batch: int, ack: int) -> dict[
             run_at=due,
         )
         spent = dict.fromkeys(PHASES, 0.0)
-        start = postgres_cpu()
+        start = postgres_cpu_seconds()
         for _ in range(0, n, 1000):
             await store.task_create_many([new] * 1000)
-        spent["create"] = postgres_cpu() - start
+        spent["create"] = postgres_cpu_seconds() - start
         wait = (due - await store.now()).total_seconds()
         if wait <= 0:
             raise RuntimeError("creating the tasks took longer than their lead; use fewer --tasks")
         await asyncio.sleep(wait + 0.01)
-        start, moved = postgres_cpu(), 0
+        start, moved = postgres_cpu_seconds(), 0
         while moved < n:
             moved += await store.task_promote_due(1000)
-        spent["promote"] = postgres_cpu() - start
+        spent["promote"] = postgres_cpu_seconds() - start
         claim = ClaimRequest(
             worker_id="bench",
             limit=batch,
@@ -119,39 +104,23 @@ async def one_run(url: str, variant: str, n: int, batch: int, ack: int) -> dict[
         )
         done = 0
         while done < n:
-            start = postgres_cpu()
+            start = postgres_cpu_seconds()
             leases = await store.task_claim(claim)
-            claimed = postgres_cpu()
+            claimed = postgres_cpu_seconds()
             ids = [lease.lease_id for lease in leases]
             for i in range(0, len(ids), ack):
                 part = ids[i : i + ack]
                 ended = await store.task_complete_leased("default", part, [None] * len(part))
                 assert len(ended) == len(part), "a fresh lease was refused"
             spent["claim"] += claimed - start
-            spent["ack"] += postgres_cpu() - claimed
+            spent["ack"] += postgres_cpu_seconds() - claimed
             done += len(leases)
         return {phase: seconds / n * 1e6 for phase, seconds in spent.items()}
     finally:
         await store.close()
 
 
-async def in_fresh_database(
-    admin_url: str, variant: str, args: argparse.Namespace
-) -> dict[str, float]:
-    name = f"duetime_bench_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(admin_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            url = f"{admin_url.rpartition('/')[0]}/{name}"
-            return await one_run(url, variant, args.tasks, args.batch, args.ack)
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
-
-
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
     parser.add_argument("--tasks", type=int, default=20_000)
@@ -164,9 +133,8 @@ async def main() -> None:
     for variant in variants:
         if variant not in VARIANTS and not variant.startswith("no-"):
             parser.error(f"unknown variant {variant!r}")
-    admin = await asyncpg.connect(args.admin_url)
-    version = await admin.fetchval("SHOW server_version")
-    await admin.close()
+    version = sql_value(args.admin_url, "SHOW server_version")
+    config = BenchConfig(store="postgres", pg_url=args.admin_url)
     print(
         f"machine: {platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}"
         f" | PostgreSQL {version} | tasks={args.tasks} claim batch={args.batch}"
@@ -176,7 +144,8 @@ async def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     for round_ in range(1, args.rounds + 1):
         for variant in variants:
-            spent = await in_fresh_database(args.admin_url, variant, args)
+            with bench_store(config, Path(tempfile.gettempdir())) as url:
+                spent = asyncio.run(one_run(url, variant, args.tasks, args.batch, args.ack))
             runs[variant].append(spent)
             print(f"round {round_} {variant}: " + _line(spent), flush=True)
     for variant, found in runs.items():
@@ -190,4 +159,4 @@ def _line(spent: dict[str, float]) -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -41,6 +41,8 @@ from duetime.bench.runs import (
     machine,
     node,
     percentile,
+    postgres_cpu_seconds,
+    process_cpu_seconds,
     wait_succeeded,
 )
 
@@ -128,9 +130,9 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
             if datetime.now(UTC) >= due:
                 raise RuntimeError("creating the burst took longer than its lead time")
             time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() - 0.2))
-            node_cpu_before = _cpu_seconds(proc.popen.pid)
-            workers_cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
-            pg_cpu_before = _postgres_cpu_seconds()
+            node_cpu_before = process_cpu_seconds(proc.popen.pid)
+            workers_cpu_before = sum(process_cpu_seconds(w.pid) for w in workers)
+            pg_cpu_before = postgres_cpu_seconds()
             idle_before = _machine_idle()
             deadline = time.monotonic() + lead + 120
             while time.monotonic() < deadline:
@@ -145,9 +147,9 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
             else:
                 raise RuntimeError(f"only {sum(counts)} of {args.tasks} tasks ran")
             drained_at = wait_succeeded(proc.url, args.tasks)
-            node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu_before
-            workers_cpu = sum(_cpu_seconds(w.pid) for w in workers) - workers_cpu_before
-            pg_cpu = _postgres_cpu_seconds() - pg_cpu_before
+            node_cpu = process_cpu_seconds(proc.popen.pid) - node_cpu_before
+            workers_cpu = sum(process_cpu_seconds(w.pid) for w in workers) - workers_cpu_before
+            pg_cpu = postgres_cpu_seconds() - pg_cpu_before
             idle_after = _machine_idle()
             idle, total = idle_after[0] - idle_before[0], idle_after[1] - idle_before[1]
         finally:
@@ -173,32 +175,10 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
     }
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process so far (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _machine_idle() -> tuple[int, int]:
     """Idle and total CPU time of the whole machine so far, in clock ticks (Linux)."""
     ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return ticks[3] + ticks[4], sum(ticks[:8])  # idle + iowait; without guest time (in user)
-
-
-def _postgres_cpu_seconds() -> float:
-    """CPU time so far of every process named ``postgres`` on this machine (the server and its
-    backends; 0 for SQLite runs). Backends that exit within the window are not counted."""
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        name, _, rest = text.partition(" (")[2].rpartition(")")
-        if name == "postgres":
-            fields = rest.split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 def main() -> None:

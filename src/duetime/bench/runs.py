@@ -62,6 +62,28 @@ def cpu_speed() -> str:
     return f"10M-step Python loop in {best:.2f} s"
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU time so far of every process named ``postgres`` on this machine: the server and its
+    backends (Linux; 0 without a local PostgreSQL). Backends that exit meanwhile drop out."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # gone meanwhile
+        name, _, rest = text.partition(" (")[2].rpartition(")")
+        if name == "postgres":
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
