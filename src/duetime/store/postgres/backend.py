@@ -36,7 +36,7 @@ from duetime.store.core.leadership import LeadershipMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
-from duetime.store.core.plan import Plan, Woken
+from duetime.store.core.plan import Plan, Wake, Woken
 from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.schedules import ScheduleMethods
 from duetime.store.core.tasks import TaskMethods
@@ -196,11 +196,16 @@ class PostgresStore(
             async with self._transaction() as conn:
                 timeout = _MIGRATION_TIMEOUT if long else None
                 result = await driver.run(conn, pinned, plan, wake, timeout=timeout)
+        self._wake(wake)
+        return result
+
+    def _wake(self, wake: Woken | Wake) -> None:
+        """After a commit: wake dispatchers and lease polls (``ready``) and promoters (``due``)
+        as ``wake`` asks."""
         if wake.ready:
             self.ready_signal.notify()
         if wake.due:
             self.due_signal.notify()
-        return result
 
     async def _connect_listener(self) -> asyncpg.Connection[Any]:
         return await asyncpg.connect(

@@ -30,7 +30,7 @@ from duetime.ids import is_uuid, new_ids
 from duetime.store.core import hot as rules
 from duetime.store.core import rows
 from duetime.store.core.dependencies import fail_dependents
-from duetime.store.core.plan import Woken, wake_for
+from duetime.store.core.plan import Wake, Woken, wake_for
 from duetime.store.postgres import driver
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.driver import PgDecode as D
@@ -82,12 +82,13 @@ class PgPromote:
     ``limit`` rows, is the only plan left (as for the push claim, ``claim_in_index_order``).
     """
 
-    ready_signal: PgSignal
-
     def _pinned(self) -> datetime | None:
         raise NotImplementedError
 
     def _transaction(self) -> AbstractAsyncContextManager[Conn]:
+        raise NotImplementedError
+
+    def _wake(self, wake: Woken | Wake) -> None:
         raise NotImplementedError
 
     async def task_promote_due(self, limit: int) -> int:
@@ -97,8 +98,7 @@ class PgPromote:
         async with self._transaction() as conn:
             await conn.execute(Q["claim_in_index_order"].text)
             moved = await driver.run(conn, self._pinned(), rules.task_promote_due(limit), wake)
-        if wake.ready:
-            self.ready_signal.notify()
+        self._wake(wake)
         return moved
 
 
@@ -124,13 +124,12 @@ class PgHot:
     def _transaction(self) -> AbstractAsyncContextManager[Conn]:
         raise NotImplementedError
 
+    def _wake(self, wake: Woken | Wake) -> None:
+        raise NotImplementedError
+
     def _announce(self, statuses: Iterable[str]) -> None:
         """After a commit that left tasks in ``statuses``: wake dispatchers and promoters."""
-        wake = wake_for(statuses)
-        if wake.ready:
-            self.ready_signal.notify()
-        if wake.due:
-            self.due_signal.notify()
+        self._wake(wake_for(statuses))
 
     # -- create -----------------------------------------------------------------------------
 
