@@ -168,12 +168,18 @@ def cases(samples: dict[str, str]) -> list[Case]:
         ),
         Case("task_cancel_requested (100)", "task_cancel_requested", {"ids": samples["ids"]}),
         Case("task_list", "task_list", list_args),
-        Case("task_list ?status=ready", "task_list", list_args | {"statuses": "'{ready}'"}),
-        Case("task_list ?status=failed", "task_list", list_args | {"statuses": "'{failed}'"}),
+        *(
+            Case(
+                f"task_list ?status={status}",
+                "task_list_status",
+                list_args | {"status": f"'{status}'"},
+            )
+            for status in ("ready", "failed", "succeeded")
+        ),
         Case(
-            "task_list ?status=succeeded",
+            "task_list ?status=ready,failed",
             "task_list",
-            list_args | {"statuses": "'{succeeded}'"},
+            list_args | {"statuses": "'{ready,failed}'"},
         ),
     ]
 

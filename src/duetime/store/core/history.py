@@ -86,7 +86,7 @@ def _archive(archive: TaskArchiver, gone: list[dict[str, Any]]) -> None:
 def history_query(query: HistoryFilter) -> Plan[list[HistoryEvent]]:
     if query.task_id is not None and not is_uuid(query.task_id):
         return []  # no task has such an id
-    yield execute("history_plan_custom")
+    yield execute("plan_custom")
     cursor_at, cursor_id = query.cursor if query.cursor else (None, None)
     found: list[HistoryEvent] = yield all_(
         "history_query", rows.history_event,

@@ -16,7 +16,7 @@ from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.ids import is_uuid
 from duetime.store.core import rows
 from duetime.store.core.dependencies import fail_dependents
-from duetime.store.core.plan import Into, Plan, Wake, all_, one, wake_for
+from duetime.store.core.plan import Into, Plan, Wake, all_, execute, one, wake_for
 from duetime.store.core.runner import Runs
 from duetime.types import (
     PATCHABLE_STATUSES,
@@ -54,8 +54,14 @@ def task_list(query: TaskFilter) -> Plan[list[Task]]:
         return []
     statuses = list(dict.fromkeys(str(status) for status in query.statuses))
     labels = dict(query.labels) or None
-    params = _fields(query) | {"statuses": statuses or None, "labels": labels}
-    found: list[Task] = yield all_("task_list", rows.task, **params)
+    params = _fields(query) | {"labels": labels}
+    yield execute("plan_custom")
+    if len(statuses) == 1:
+        params |= {"status": statuses[0]}
+        found: list[Task] = yield all_("task_list_status", rows.task, **params)
+    else:
+        params |= {"statuses": statuses or None}
+        found = yield all_("task_list", rows.task, **params)
     return found
 
 

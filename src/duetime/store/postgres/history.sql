@@ -68,7 +68,7 @@ DELETE FROM tasks t USING doomed WHERE t.id = doomed.id
 RETURNING t.id::text AS id, t.tenant_id, t.name, t.queue, t.status, t.schedule_id, t.finished_at,
           to_jsonb(t)::text AS document;
 
--- One page of a tenant's history, newest first. Run after history_plan_custom: the filters that
+-- One page of a tenant's history, newest first. Run after plan_custom: the filters that
 -- are NULL fold away, the index that fits is picked, partitions are pruned by the time range.
 -- name: history_query
 SELECT at, id, kind, task_id, schedule_id, name, queue, labels, from_status, to_status, actor,
@@ -89,7 +89,9 @@ WHERE tenant_id = :tenant_id
 ORDER BY at DESC, id DESC
 LIMIT :limit;
 
--- name: history_plan_custom
+-- The list statements' plans (history_query, task_list): custom for each run, so the filters
+-- left NULL fold away. In the plan's transaction only.
+-- name: plan_custom
 SET LOCAL plan_cache_mode = force_custom_plan;
 
 -- The attempts of a task that left the hot store, from its history records.

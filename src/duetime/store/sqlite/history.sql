@@ -77,8 +77,8 @@ WHERE tenant_id = :tenant_id
 ORDER BY at DESC, id DESC
 LIMIT :limit;
 
--- PostgreSQL's plans for history_query; SQLite plans each run anyway.
--- name: history_plan_custom
+-- PostgreSQL's plans for history_query and task_list; SQLite plans each run anyway.
+-- name: plan_custom
 SELECT 1;
 
 -- name: history_attempts

@@ -5,24 +5,12 @@
 -- name: task_get
 SELECT * FROM tasks WHERE tenant_id = :tenant_id AND id = :id;
 
--- Newest first, after :cursor (NULL: the first page; char(1114111) sorts after every id). The
--- arms pick an index, only one runs (its gate is constant): without a status, or with several,
--- tasks_tenant is walked newest first; with exactly one, (tenant_id, status, id DESC) serves
--- both filter and order. SQLite pushes the outer filters into both arms and merges them by id.
+-- Newest first, after :cursor (NULL: the first page; char(1114111) sorts after every id):
+-- without a status, or with several, tasks_tenant is walked newest first; with exactly one
+-- (task_list_status), (tenant_id, status, id DESC) serves both filter and order.
 -- Labels: every wanted key/value pair must exist.
--- name: task_list
-SELECT * FROM (
-    SELECT * FROM tasks
-    WHERE coalesce(json_array_length(:statuses), 0) <> 1
-      AND tenant_id = :tenant_id AND id < coalesce(:cursor, char(1114111))
-      AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
-    UNION ALL
-    SELECT * FROM tasks
-    WHERE json_array_length(:statuses) = 1
-      AND tenant_id = :tenant_id AND status = json_extract(:statuses, '$[0]')
-      AND id < coalesce(:cursor, char(1114111))
-) AS tasks
-WHERE (:queue IS NULL OR queue = :queue)
+-- fragment: task_list_filters
+  AND (:queue IS NULL OR queue = :queue)
   AND (:name IS NULL OR name = :name)
   AND (:schedule_id IS NULL OR schedule_id = :schedule_id)
   AND (:run_after IS NULL OR run_at >= :run_after)
@@ -32,6 +20,19 @@ WHERE (:queue IS NULL OR queue = :queue)
         WHERE NOT EXISTS (
             SELECT 1 FROM json_each(tasks.labels) AS have
             WHERE have.key = want.key AND have.value = want.value)))
+
+-- name: task_list
+SELECT * FROM tasks
+WHERE tenant_id = :tenant_id AND id < coalesce(:cursor, char(1114111))
+  AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+  -- include: task_list_filters
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: task_list_status
+SELECT * FROM tasks
+WHERE tenant_id = :tenant_id AND status = :status AND id < coalesce(:cursor, char(1114111))
+  -- include: task_list_filters
 ORDER BY id DESC
 LIMIT :limit;
 
