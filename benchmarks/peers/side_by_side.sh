@@ -4,7 +4,8 @@
 # rounds), so that both sides meet the same moment of this machine's drifting speed. Prints
 # every run, each round's ratio, and the medians.
 #   bash benchmarks/peers/side_by_side.sh [--rounds 5] [--tasks 20000]
-# Every run takes /tmp/bench.lock itself; do not wrap this script in flock.
+# Every run takes /tmp/bench.lock itself; do not wrap this script in flock. For another
+# revision, run its copy from a worktree holding a .venv link, with PYTHONPATH=<worktree>/src.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -18,16 +19,24 @@ while [ $# -gt 0 ]; do
   esac
 done
 python="$root/.venv/bin/python"
+if [ ! -x "$python" ]; then
+  echo "no $python: run scripts/bootstrap dev in $root first" >&2
+  exit 1
+fi
 peers=()
 ours=()
 for i in $(seq 1 "$rounds"); do
-  p=$(bash "$here/run_pgqueuer.sh" --only burst --repeat 1 --jobs "$tasks" 2>/dev/null \
-      | sed -n 's/.*burst run 1: jobs\/s \([0-9,.]*\).*/\1/p' | tr -d ,)
-  d=$(cd "$root" && flock /tmp/bench.lock "$python" benchmarks/worker_burst.py --store postgres \
-      --tasks "$tasks" --repeat 1 --concurrency 0 2>&1 \
-      | sed -n 's/^run 1: throughput_per_s=\([0-9.]*\),.*/\1/p')
+  # Each run's whole output is kept, so a failed run is shown rather than ending the script
+  # silently (set -e and pipefail would stop at the substitution).
+  peer_out=$(bash "$here/run_pgqueuer.sh" --only burst --repeat 1 --jobs "$tasks" 2>&1) || true
+  our_out=$(cd "$root" && flock /tmp/bench.lock "$python" benchmarks/worker_burst.py \
+      --store postgres --tasks "$tasks" --repeat 1 --concurrency 0 2>&1) || true
+  p=$(sed -n 's/.*burst run 1: jobs\/s \([0-9,.]*\).*/\1/p' <<<"$peer_out" | tr -d ,)
+  d=$(sed -n 's/^run 1: throughput_per_s=\([0-9.]*\),.*/\1/p' <<<"$our_out")
   if [ -z "$p" ] || [ -z "$d" ]; then
-    echo "round $i: a run failed (PgQueuer '$p', duetime '$d')" >&2
+    echo "round $i: a run failed (PgQueuer '$p', duetime '$d'); the last lines of each:" >&2
+    tail -n 5 <<<"$peer_out" >&2
+    tail -n 5 <<<"$our_out" >&2
     exit 1
   fi
   peers+=("$p")
