@@ -5,15 +5,15 @@
 -- name: task_get
 SELECT * FROM tasks WHERE id = :id AND tenant_id = :tenant_id;
 
--- Newest first, every optional filter NULL when unused. One branch per status asked for (all
--- eight without a status filter; the others fold to an empty Result; one: task_list_status), each walking
--- tasks_tenant_status_idx (tenant_id, status, id) backwards from the cursor for one page; only
--- those pages (at most eight) are sorted. The status is written as a range and the branch
--- ordered by (status, id) so that this index is the only one that gives the order: asked as
+-- Newest first, every optional filter NULL when unused. One branch per status asked for (all eight
+-- without a status filter, the others fold to an empty Result; one status is task_list_status),
+-- each walking tasks_tenant_status_idx (tenant_id, status, id) backwards from the cursor for one
+-- page; only those pages (at most eight) are sorted. The status is written as a range and the
+-- branch ordered by (status, id) so that this index is the only one that gives the order: asked as
 -- "status = <it>", a frequent status made the planner walk the primary key newest first instead,
 -- filtering out every newer task of other tenants and statuses (25,000 rows for a page in
--- tests/store/test_postgres_specific.py). There is no index on (tenant_id, id) alone: every
--- task's insert and each of its three status changes added an entry to it (migration 0018;
+-- tests/store/test_postgres_specific.py). There is no index on (tenant_id, id) alone: every task's
+-- insert and each of its three status changes added an entry to it (migration 0018;
 -- docs/benchmarks.md, fifteenth session). Run after plan_custom, so NULL filters fold away.
 -- fragment: task_list_filters
   AND (:queue::text IS NULL OR queue = :queue)
