@@ -22,7 +22,14 @@ from pathlib import Path
 import asyncpg
 
 from duetime.bench.harness import start_receiver, wait_delivered
-from duetime.bench.runs import BenchConfig, bench_store, cpu_speed, create_batches, node
+from duetime.bench.runs import (
+    BenchConfig,
+    bench_store,
+    cpu_speed,
+    create_batches,
+    node,
+    stat_cpu,
+)
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -36,8 +43,7 @@ def cpu_by_process() -> dict[int, tuple[str, float]]:
             cmd = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        found[int(pid)] = (cmd, (int(fields[11]) + int(fields[12])) / TICKS)
+        found[int(pid)] = (cmd, stat_cpu(stat)[1])
     return found
 
 

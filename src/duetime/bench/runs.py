@@ -62,10 +62,17 @@ def cpu_speed() -> str:
     return f"10M-step Python loop in {best:.2f} s"
 
 
+def stat_cpu(stat: str) -> tuple[str, float]:
+    """A process's name and its user + system CPU seconds so far, from the text of its
+    ``/proc/<pid>/stat`` (Linux). The name sits in parentheses and may hold spaces or ``)``."""
+    name, _, rest = stat.partition(" (")[2].rpartition(")")
+    fields = rest.split()
+    return name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a live process so far (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return stat_cpu(Path(f"/proc/{pid}/stat").read_text())[1]
 
 
 def postgres_cpu_seconds() -> float:
@@ -74,13 +81,11 @@ def postgres_cpu_seconds() -> float:
     total = 0.0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            text = stat.read_text()
+            name, seconds = stat_cpu(stat.read_text())
         except OSError:
             continue  # gone meanwhile
-        name, _, rest = text.partition(" (")[2].rpartition(")")
         if name == "postgres":
-            fields = rest.split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            total += seconds
     return total
 
 

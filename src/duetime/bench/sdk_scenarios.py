@@ -21,7 +21,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from duetime.bench.runs import BenchConfig, Figures, bench_store, node, percentile
+from duetime.bench.runs import (
+    BenchConfig,
+    Figures,
+    bench_store,
+    node,
+    percentile,
+    process_cpu_seconds,
+)
 
 T = TypeVar("T")
 
@@ -54,10 +61,9 @@ def _run(main: Coroutine[Any, Any, T]) -> T:
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a live process so far (Linux ``/proc``; 0 elsewhere)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return process_cpu_seconds(pid)
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _spec() -> dict[str, Any]:
