@@ -27,6 +27,7 @@ from duetime.bench.runs import (
     bench_store,
     cpu_speed,
     create_batches,
+    machine_ticks,
     node,
     stat_cpu,
 )
@@ -61,10 +62,6 @@ def kind(cmd: str) -> str:
     return "other"
 
 
-def machine_split() -> list[int]:
-    return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=20_000)
@@ -88,9 +85,9 @@ def main() -> None:
                 }
                 asyncio.run(create_batches(proc.url, [body] * args.tasks))
                 time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() - 0.05))
-                before, split_before, start = cpu_by_process(), machine_split(), time.time()
+                before, split_before, start = cpu_by_process(), machine_ticks(), time.time()
                 wait_delivered(receiver.url, args.tasks, timeout=lead + 120)
-                after, split_after, end = cpu_by_process(), machine_split(), time.time()
+                after, split_after, end = cpu_by_process(), machine_ticks(), time.time()
                 time.sleep(1)  # the last completions
                 per_process = asyncio.run(_attempts_by_worker(db))
         finally:

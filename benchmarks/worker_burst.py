@@ -39,6 +39,7 @@ from duetime.bench.runs import (
     bench_store,
     create_batches,
     machine,
+    machine_ticks,
     node,
     percentile,
     postgres_cpu_seconds,
@@ -176,9 +177,9 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
 
 
 def _machine_idle() -> tuple[int, int]:
-    """Idle and total CPU time of the whole machine so far, in clock ticks (Linux)."""
-    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return ticks[3] + ticks[4], sum(ticks[:8])  # idle + iowait; without guest time (in user)
+    """Idle (with iowait) and total CPU time of the whole machine so far, in clock ticks."""
+    ticks = machine_ticks()
+    return ticks[3] + ticks[4], sum(ticks)
 
 
 def main() -> None:

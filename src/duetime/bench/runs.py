@@ -89,6 +89,12 @@ def postgres_cpu_seconds() -> float:
     return total
 
 
+def machine_ticks() -> list[int]:
+    """The whole machine's CPU time so far in clock ticks (Linux ``/proc/stat``), as user, nice,
+    system, idle, iowait, irq, softirq, steal (guest time is counted in user already)."""
+    return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
