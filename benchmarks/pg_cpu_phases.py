@@ -26,12 +26,18 @@ import os
 import platform
 import statistics
 import tempfile
-from datetime import timedelta
 from pathlib import Path
 
 import asyncpg
 
-from duetime.bench.runs import BenchConfig, bench_store, postgres_cpu_seconds, sql_value
+from duetime.bench.runs import (
+    BenchConfig,
+    bench_store,
+    due_after_creating,
+    postgres_cpu_seconds,
+    sleep_until_due,
+    sql_value,
+)
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import ClaimRequest, NewTask, TargetType
 
@@ -71,9 +77,7 @@ async def one_run(url: str, variant: str, n: int, batch: int, ack: int) -> dict[
                 await conn.execute(statement)
         finally:
             await conn.close()
-        # Due once every task is made (creating 20,000 takes ~1 s here; later on a busy
-        # machine): a task made after its due time would be made ready, and never promoted.
-        due = await store.now() + timedelta(seconds=2 + n / 5000)
+        due = await due_after_creating(store, n)
         new = NewTask(
             tenant_id="default",
             target={"type": "worker"},
@@ -87,10 +91,7 @@ async def one_run(url: str, variant: str, n: int, batch: int, ack: int) -> dict[
         for _ in range(0, n, 1000):
             await store.task_create_many([new] * 1000)
         spent["create"] = postgres_cpu_seconds() - start
-        wait = (due - await store.now()).total_seconds()
-        if wait <= 0:
-            raise RuntimeError("creating the tasks took longer than their lead; use fewer --tasks")
-        await asyncio.sleep(wait + 0.01)
+        await sleep_until_due(store, due)
         start, moved = postgres_cpu_seconds(), 0
         while moved < n:
             moved += await store.task_promote_due(1000)

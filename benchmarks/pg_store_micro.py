@@ -27,10 +27,10 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
 
 import asyncpg
 
+from duetime.bench.runs import due_after_creating, sleep_until_due
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType
 
@@ -77,9 +77,7 @@ async def run_once(
             finally:
                 await conn.close()
         tenant = (await store.tenant_create("bench")).id
-        # Due once they are made: a task made after its due time would be made ready, and the
-        # promote phase below would wait for it for ever.
-        due = await store.now() + timedelta(seconds=2 + n / 5000)
+        due = await due_after_creating(store, n)
         tasks = [
             NewTask(tenant_id=tenant, target={"type": "worker"}, name="noop", run_at=due)
             for _ in range(n)
@@ -90,11 +88,7 @@ async def run_once(
         await store.task_create_many(tasks)
         rates["create_many"] = n / (time.perf_counter() - t0)
 
-        # The promoter's view of time is the database's: wait until it says the tasks are due.
-        wait = (due - await store.now()).total_seconds()
-        if wait <= 0:
-            raise RuntimeError("creating the tasks took longer than their lead; use fewer --tasks")
-        await asyncio.sleep(wait + 0.01)
+        await sleep_until_due(store, due)
         t0 = time.perf_counter()
         promoted = 0
         while promoted < n:

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import asyncpg
 import httpx
 
 from duetime.bench.harness import NodeOptions, Proc, metric_total, start_node
+from duetime.store.protocols import StoreClock
 
 Figures = dict[str, float]
 
@@ -93,6 +95,22 @@ def machine_ticks() -> list[int]:
     """The whole machine's CPU time so far in clock ticks (Linux ``/proc/stat``), as user, nice,
     system, idle, iowait, irq, softirq, steal (guest time is counted in user already)."""
     return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+
+
+async def due_after_creating(store: StoreClock, n: int) -> datetime:
+    """An instant (by the store's clock) far enough ahead to create ``n`` tasks before it: a task
+    made after its due time is made ready at once, and a promote phase would wait for it for
+    ever (creating 20,000 takes ~1 s on an idle 2-core machine, longer on a busy one)."""
+    return await store.now() + timedelta(seconds=2 + n / 5000)
+
+
+async def sleep_until_due(store: StoreClock, due: datetime) -> None:
+    """Sleep until the store's clock (the promoter's view of time) passes ``due``; refuse when
+    it already has, so a phase never waits for tasks that were made ready instead."""
+    wait = (due - await store.now()).total_seconds()
+    if wait <= 0:
+        raise RuntimeError("creating the tasks took longer than their lead; use fewer --tasks")
+    await asyncio.sleep(wait + 0.01)
 
 
 def percentile(values: list[float], q: float) -> float:
