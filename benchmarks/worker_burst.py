@@ -161,6 +161,8 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
     starts = [s for out in outs for s in orjson.loads(out.read_bytes())]
     due_ts = due.timestamp()
     lags = [at - due_ts for at in starts]
+    if args.timeline:
+        print(timeline(lags))
     return {
         "throughput_per_s": len(starts) / (max(starts) - due_ts),
         "lag_p50_s": percentile(lags, 50),
@@ -174,6 +176,15 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
         "machine_idle_share": idle / total if total else float("nan"),
         "workers_cpu_s": sum(float(o.with_suffix(".cpu").read_text()) for o in outs),
     }
+
+
+def timeline(lags: list[float], step: float = 0.25) -> str:
+    """Handler starts per ``step`` seconds after the due instant, one line."""
+    buckets: dict[int, int] = {}
+    for lag in lags:
+        buckets[int(lag // step)] = buckets.get(int(lag // step), 0) + 1
+    counts = " ".join(str(buckets.get(i, 0)) for i in range(min(buckets), max(buckets) + 1))
+    return f"starts per {step:.2f} s after due: {counts}"
 
 
 def _machine_idle() -> tuple[int, int]:
@@ -197,6 +208,9 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=500, help="max tasks per lease call")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--timeline", action="store_true", help="print each run's handler starts per 250 ms"
+    )
     args = parser.parse_args()
     runs = []
     for i in range(args.repeat):

@@ -6,6 +6,7 @@
                       ├──▶ Reaper     expired leases ──▶ retrying/failed (leader only)
                       ├──▶ Materializer  schedule occurrences ──▶ tasks   (leader only)
                       ├──▶ CounterKeeper  task-count deltas ──▶ totals    (leader only)
+                      ├──▶ HistoryMover  pending audit records ──▶ history (leader only)
                       └──▶ History    finished tasks past retention ──▶ gone (leader only)
     Dispatcher  ready push tasks ──▶ Deliverers ──▶ Completer ──▶ store (every node)
 """
@@ -21,7 +22,13 @@ from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.engine.counters import CounterKeeper, CounterKeeperConfig
 from duetime.engine.dispatcher import Dispatcher
-from duetime.engine.history import HistoryConfig, HistoryMaintenance, open_archive
+from duetime.engine.history import (
+    HistoryConfig,
+    HistoryMaintenance,
+    HistoryMover,
+    HistoryMoverConfig,
+    open_archive,
+)
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
 from duetime.engine.notifier import Notifier
@@ -88,6 +95,15 @@ class Engine:
             else None,
             busy=self.busy,
         )
+        # PostgreSQL's audit trail is written behind (ADR 0008): moved into the history table
+        # when the node's hot path leaves room, within seconds.
+        self.history_mover = HistoryMover(
+            store,
+            self.leader,
+            self.clock,
+            HistoryMoverConfig(interval=min(1.0, settings.poll_interval_seconds)),
+            busy=self.busy,
+        )
         self.counters = CounterKeeper(
             store,
             self.leader,
@@ -119,6 +135,7 @@ class Engine:
             self.reaper,
             self.materializer,
             self.history,
+            self.history_mover,
             self.dispatcher,
             self.counters,
             self.notifier,

@@ -25,6 +25,7 @@ still run (retention then deletes without exporting).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -41,7 +42,7 @@ from duetime.history.partitions import (
     months_due_for_export,
 )
 from duetime.history.retention import RetentionPolicy, default_policy
-from duetime.store.protocols import HistoryMaintenanceStore
+from duetime.store.protocols import HistoryMaintenanceStore, PendingHistoryStore
 
 if TYPE_CHECKING:
     from duetime.history.archive import Archive
@@ -220,3 +221,82 @@ class HistoryMaintenance(Service):
 
     async def wait(self, did: int) -> None:
         await self._pause(self.config.backlog_pause if self._backlog else self.config.interval)
+
+
+PENDING_BATCH = 100
+"""Statements' pending records moved per transaction (a statement records up to a few hundred)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryMoverConfig:
+    """``interval``: seconds between rounds when nothing is deferred; ``defer_max``: the
+    longest the mover waits for a busy hot path, counted from the first round it waited;
+    ``step``: how often it looks again meanwhile."""
+
+    interval: float = 1.0
+    batch: int = PENDING_BATCH
+    defer_max: float = 5.0
+    step: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.interval <= 0 or self.batch <= 0 or self.defer_max < 0 or self.step <= 0:
+            raise ValueError("interval, batch and step must be positive, defer_max >= 0")
+
+
+class HistoryMover(Service):
+    """Leader-only: moves the audit records PostgreSQL's hot path writes behind (one
+    ``history_pending`` row per statement, migration 0019,
+    docs/adr/0008-history-written-behind.md) into the indexed history table, ``batch``
+    statements' records a transaction, until none is left.
+
+    While the node's hot path is busy (``busy``, :meth:`duetime.engine.engine.Engine.busy`) it
+    waits, at most ``defer_max`` seconds from its first wait: a burst drains without paying for
+    the history indexes as it goes, and its records follow within seconds of its end; a node that
+    stays busy still has them moved every ``defer_max`` seconds. Reads of history see pending
+    records all along, so the deferral changes how fast, not what, they answer. On SQLite
+    nothing is ever pending and each round is one trivial statement a second."""
+
+    name = "history-mover"
+
+    def __init__(
+        self,
+        store: PendingHistoryStore,
+        leader: Leader,
+        clock: Clock,
+        config: HistoryMoverConfig | None = None,
+        busy: Callable[[], bool] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(clock)
+        self._store = store
+        self._leader = leader
+        self.config = config or HistoryMoverConfig()
+        self._busy = busy
+        self._monotonic = monotonic
+        self._deferred_since: float | None = None
+        self._deferring = False
+        self.moved = 0
+        """Records moved in all (for tests and benches)."""
+
+    async def run_once(self) -> int:
+        self._deferring = False
+        if not self._leader.is_leader:
+            self._deferred_since = None
+            return 0
+        if self._busy is not None and self._busy():
+            now = self._monotonic()
+            if self._deferred_since is None:
+                self._deferred_since = now
+            if now - self._deferred_since < self.config.defer_max:
+                self._deferring = True
+                return 0
+        moved = await self._store.history_pending_move(self.config.batch)
+        self.moved += moved
+        if not moved:
+            self._deferred_since = None
+        return moved
+
+    async def wait(self, did: int) -> None:
+        if did:
+            return  # more may be pending: the next batch at once
+        await self._pause(self.config.step if self._deferring else self.config.interval)

@@ -637,7 +637,17 @@ class HistoryStore(Protocol):
         left the hot store. ``NotFound`` when the tenant has no record of the task."""
 
 
-class HistoryArchiveStore(Protocol):
+class PendingHistoryStore(Protocol):
+    """The audit records written behind, as the leader's history mover moves them."""
+
+    async def history_pending_move(self, limit: int) -> int:
+        """Move the audit records of up to ``limit`` statements from where the hot path wrote
+        them into the indexed history (PostgreSQL, docs/adr/0008-history-written-behind.md;
+        SQLite writes history directly: 0). Returns how many records moved; reads of history
+        see every record before and after, once."""
+
+
+class HistoryArchiveStore(PendingHistoryStore, Protocol):
     """The hot history by month, as archiving moves it out (history maintenance)."""
 
     async def history_partitions_ensure(self, months: Sequence[date]) -> int:

@@ -1,7 +1,9 @@
 """History, retention and audit (SPEC §8): the rules, once for both backends.
 
 The audit records are written by triggers (``migrations/0007_history.sql``) inside the
-transaction of each change; both backends' ``_run`` attribute a write plan's changes to the
+transaction of each change (PostgreSQL's behind: into ``history_pending``, one row per statement,
+which the leader moves into ``history`` with :func:`history_pending_move`; its reads take both,
+migration 0019, ADR 0008); both backends' ``_run`` attribute a write plan's changes to the
 caller's actor with :func:`acting`. PostgreSQL cuts the history into monthly partitions (made
 ahead, dropped after export); SQLite has one table, where a month is a time range: its partition
 statements make nothing and a month's drop deletes in batches. The export of a month
@@ -130,6 +132,13 @@ def history_month_counts(month: date) -> Plan[dict[str, int]]:
     return dict((yield all_("history_month_counts", rows.tenant_count, lo=lo, hi=hi)))
 
 
+def history_pending_move(limit: int) -> Plan[int]:
+    """Move up to ``limit`` statements' pending records into the history table (PostgreSQL
+    writes its audit trail behind, migration 0019; SQLite never has any pending): how many
+    records moved."""
+    return int((yield value("history_pending_move", limit=limit)))
+
+
 def history_month_drop(month: date) -> Plan[int]:
     """Remove (a batch of) the month's records: PostgreSQL drops its partition (1), SQLite
     deletes up to 10,000 rows; 0 once nothing is left."""
@@ -175,6 +184,9 @@ class HistoryMethods(Runs):
 
     async def history_month_counts(self, month: date) -> dict[str, int]:
         return await self._run(history_month_counts(month))
+
+    async def history_pending_move(self, limit: int) -> int:
+        return await self._run(history_pending_move(limit), write=True)
 
     async def history_month_drop(self, month: date) -> bool:
         """One transaction per batch, until none is left."""

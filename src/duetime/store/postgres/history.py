@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     Conn = PoolConnectionProxy[asyncpg.Record]
 
+PENDING_BATCH = 100
+
 EXPORT = load(__package__ or "duetime.store.postgres", "postgres", "history_export.sql")
 """The month export's pages (not plans, so not in ``duetime.store.sql.PLAN_FILES``)."""
 
@@ -31,13 +33,23 @@ class PgHistory:
     def _connection(self) -> AbstractAsyncContextManager[Conn]:
         raise NotImplementedError
 
+    if TYPE_CHECKING:  # HistoryMethods' (after this class in the store's bases)
+
+        async def history_pending_move(self, limit: int) -> int: ...
+
     async def history_month_rows(
         self, month: date, batch: int
     ) -> AsyncIterator[list[dict[str, Any]]]:
         """Every hot record of ``month`` as column → value (JSON columns as text), grouped by
         tenant, then name, each name's by time, in lists of up to ``batch``: keyset pages, each
-        its own statement (history_export.sql; a month that ended is not written any more)."""
+        its own statement (history_export.sql; a month that ended is not written any more), once
+        every pending record has been moved into the history table."""
         lo, hi = month_bounds(month)
+        # The pages read the month's partition: first the records still pending go there (a
+        # record a concurrent mover holds is counted by history_month_counts, so an export that
+        # missed it is refused and made again).
+        while await self.history_pending_move(PENDING_BATCH):
+            pass
         last: dict[str, Any] | None = None
         while True:
             async with self._connection() as conn:

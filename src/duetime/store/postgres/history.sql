@@ -68,13 +68,23 @@ DELETE FROM tasks t USING doomed WHERE t.id = doomed.id
 RETURNING t.id::text AS id, t.tenant_id, t.name, t.queue, t.status, t.schedule_id, t.finished_at,
           to_jsonb(t)::text AS document;
 
+-- Hot history: the indexed table and the records still waiting in history_pending (migration
+-- 0019, docs/adr/0008-history-written-behind.md), read in one snapshot, in which every record is
+-- in exactly one of the two. The filters of a read reach both branches; the pending branch is
+-- a scan of the few seconds of records the leader has not moved yet.
+-- fragment: history_rows
+(SELECT * FROM history
+ UNION ALL
+ SELECT h.* FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h) AS history
+
 -- One page of a tenant's history, newest first. Run after plan_custom: the filters that
 -- are NULL fold away, the index that fits is picked, partitions are pruned by the time range.
 -- name: history_query
 SELECT at, id, kind, task_id, schedule_id, name, queue, labels, from_status, to_status, actor,
        fields, attempt, started_at, outcome, error, http_status, duration_ms, worker, logs,
        response
-FROM history
+FROM
+-- include: history_rows
 WHERE tenant_id = :tenant_id
   AND (:task_id::uuid IS NULL OR task_id = :task_id)
   AND (:schedule_id::text IS NULL OR schedule_id = :schedule_id)
@@ -98,38 +108,67 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 -- name: history_attempts
 SELECT task_id, attempt AS number, started_at, at AS finished_at, outcome, error, http_status,
        duration_ms, worker, logs, response
-FROM history
+FROM
+-- include: history_rows
 WHERE task_id = :task_id AND tenant_id = :tenant_id AND kind = 'attempt'
 ORDER BY attempt;
 
 -- name: history_task_known
-SELECT EXISTS (SELECT 1 FROM history WHERE task_id = :task_id AND tenant_id = :tenant_id);
+SELECT EXISTS (SELECT 1 FROM
+-- include: history_rows
+WHERE task_id = :task_id AND tenant_id = :tenant_id);
 
--- The months whose partitions to make: those asked for, and every month stranded in the default
--- partition (its rows move in when the partition is made).
+-- The months whose partitions to make: those asked for, every month stranded in the default
+-- partition (its rows move in when the partition is made), and those of pending records.
 -- name: history_partition_months
 SELECT to_char(m, 'YYYY-MM-DD') AS month
 FROM (SELECT unnest(:months::date[]) AS m
       UNION
-      SELECT date_trunc('month', at AT TIME ZONE 'UTC')::date FROM history_default) AS months
+      SELECT date_trunc('month', at AT TIME ZONE 'UTC')::date FROM history_default
+      UNION
+      SELECT date_trunc('month', h.at AT TIME ZONE 'UTC')::date
+      FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h) AS months
 ORDER BY 1;
 
 -- name: history_partition_ensure
 SELECT history_partition_ensure(:month::date);
 
--- Months that hold hot records: the monthly partitions, and months stranded in the default one.
+-- Months that hold hot records: the monthly partitions, months stranded in the default one, and
+-- those of pending records.
 -- name: history_months
 SELECT to_char(month, 'YYYY-MM-DD') AS month
 FROM (SELECT to_date(substr(c.relname, 10), 'YYYYMM') AS month
       FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
       WHERE i.inhparent = 'history'::regclass AND c.relname ~ '^history_p[0-9]{6}$'
       UNION
-      SELECT DISTINCT date_trunc('month', at AT TIME ZONE 'UTC')::date FROM history_default)
+      SELECT DISTINCT date_trunc('month', at AT TIME ZONE 'UTC')::date FROM history_default
+      UNION
+      SELECT date_trunc('month', h.at AT TIME ZONE 'UTC')::date
+      FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h)
      AS months
 ORDER BY 1;
 
+-- A month's records by tenant, pending ones included: the archive round moves them first, so
+-- one left behind shows as a mismatch with the export (read from the partitions) and the month
+-- stays in the store.
 -- name: history_month_counts
-SELECT tenant_id, count(*) AS n FROM history WHERE at >= :lo AND at < :hi GROUP BY tenant_id;
+SELECT tenant_id, count(*) AS n FROM
+-- include: history_rows
+WHERE at >= :lo AND at < :hi GROUP BY tenant_id;
+
+-- The leader's history mover: up to :limit pending rows (each one statement's records) into
+-- history, in one transaction; returns how many records moved. SKIP LOCKED: a second mover (a
+-- leader change under way) takes other rows, never the same ones twice.
+-- name: history_pending_move
+WITH moved AS (
+    DELETE FROM history_pending
+    WHERE ctid = ANY (ARRAY(SELECT ctid FROM history_pending LIMIT :limit FOR UPDATE SKIP LOCKED))
+    RETURNING rows
+), inserted AS (
+    INSERT INTO history SELECT h.* FROM moved CROSS JOIN LATERAL unnest(moved.rows) AS h
+    RETURNING 1
+)
+SELECT count(*) FROM inserted;
 
 -- Detach and drop the month's partition (never a mass DELETE); counts 1 row when it did, 0 when
 -- the month has none.

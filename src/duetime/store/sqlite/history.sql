@@ -113,6 +113,11 @@ SELECT strftime('%Y-%m-01', at / 1000000, 'unixepoch') AS month FROM m WHERE at 
 -- name: history_month_counts
 SELECT tenant_id, count(*) AS n FROM history WHERE at >= :lo AND at < :hi GROUP BY tenant_id;
 
+-- PostgreSQL's history mover (its history is written behind, migration 0019); SQLite writes
+-- history directly: nothing is ever pending.
+-- name: history_pending_move
+SELECT 0 * :limit;
+
 -- Up to 10,000 of the month's records per write transaction, so the hot path waits for one batch
 -- at most; the caller repeats until none is left.
 -- name: history_month_drop
