@@ -10,6 +10,9 @@ so this prices each phase by the CPU seconds every ``postgres`` process spent on
     promote   the promoter's rounds (``task_promote_due(1000)``) once they are due
     claim     the lease API's claim (``task_claim``: one tenant's queue, ``--batch`` a call)
     ack       the lease API's acks by lease id (``task_complete_leased``, ``--ack`` a call)
+    move      the history mover's rounds afterwards (``history_pending_move(100)`` until none is
+              left): the audit records of every phase, written behind (ADR 0008), moved into
+              the history table
 
 ``--variant`` changes the fresh schema first, to price a part of it (never do this to a real
 store): ``nohistory`` disables the audit trail's triggers, ``nocounts`` the maintained counts',
@@ -56,7 +59,7 @@ VARIANTS = {
         "ALTER TABLE tasks DISABLE TRIGGER task_counts_update",
     ),
 }
-PHASES = ("create", "promote", "claim", "ack")
+PHASES = ("create", "promote", "claim", "ack", "move")
 
 
 def schema_changes(variant: str) -> tuple[str, ...]:
@@ -116,6 +119,10 @@ async def one_run(url: str, variant: str, n: int, batch: int, ack: int) -> dict[
             spent["claim"] += claimed - start
             spent["ack"] += postgres_cpu_seconds() - claimed
             done += len(leases)
+        start = postgres_cpu_seconds()
+        while await store.history_pending_move(100):
+            pass
+        spent["move"] = postgres_cpu_seconds() - start
         return {phase: seconds / n * 1e6 for phase, seconds in spent.items()}
     finally:
         await store.close()

@@ -166,6 +166,17 @@ PROMOTED = Counter(
     "Tasks this node's promoter moved to ready.",
     registry=REGISTRY,
 )
+HISTORY_MOVED = Counter(
+    "duetime_history_moved_total",
+    "Audit records this node's history mover moved from history_pending into history "
+    "(PostgreSQL writes them behind, docs/adr/0008-history-written-behind.md).",
+    registry=REGISTRY,
+)
+HISTORY_DEFERRED = Counter(
+    "duetime_history_deferred_seconds_total",
+    "Seconds this node's history mover waited for a busy hot path before moving records.",
+    registry=REGISTRY,
+)
 DISPATCHED = Counter(
     "duetime_dispatched_total",
     "Tasks this node's dispatcher claimed for push delivery.",

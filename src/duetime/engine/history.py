@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
+from duetime import metrics
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.engine.leader import Leader
@@ -292,6 +293,7 @@ class HistoryMover(Service):
                 return 0
         moved = await self._store.history_pending_move(self.config.batch)
         self.moved += moved
+        metrics.HISTORY_MOVED.inc(moved)
         if not moved:
             self._deferred_since = None
         return moved
@@ -299,4 +301,8 @@ class HistoryMover(Service):
     async def wait(self, did: int) -> None:
         if did:
             return  # more may be pending: the next batch at once
-        await self._pause(self.config.step if self._deferring else self.config.interval)
+        if self._deferring:
+            metrics.HISTORY_DEFERRED.inc(self.config.step)
+            await self._pause(self.config.step)
+        else:
+            await self._pause(self.config.interval)
