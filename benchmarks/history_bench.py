@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import shutil
 import statistics
@@ -40,7 +39,7 @@ import asyncpg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from duetime.bench.runs import cpu_speed, machine
+from duetime.bench.runs import ADMIN_URL, cpu_speed, machine
 from duetime.clock import FakeClock
 from duetime.engine.history import HistoryConfig, HistoryMaintenance
 from duetime.engine.leader import Leader
@@ -52,9 +51,6 @@ from duetime.history.retention import RetentionPolicy
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType
 
-DEFAULT_ADMIN_URL = os.environ.get(
-    "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 TENANT = "bench"
 NOW = datetime(2031, 1, 20, tzinfo=UTC)
 HOT_START = month_bounds(month_of(NOW - timedelta(days=30)))[0]
@@ -388,7 +384,7 @@ async def table_bytes(url: str) -> int:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
+    parser.add_argument("--admin-url", default=ADMIN_URL)
     parser.add_argument("--archived", type=int, default=100_000_000)
     parser.add_argument("--hot", type=int, default=10_000_000)
     parser.add_argument("--names", type=int, default=1000)

@@ -26,14 +26,10 @@ from pathlib import Path
 
 import asyncpg
 
-from duetime.bench.runs import BenchConfig, bench_store
+from duetime.bench.runs import ADMIN_URL, BenchConfig, bench_store
 from duetime.history.events import HistoryFilter
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import ClaimRequest, NewTask, TargetType
-
-DEFAULT_ADMIN_URL = os.environ.get(
-    "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 async def median_ms(store: PostgresStore, query: HistoryFilter, repeat: int) -> float:
@@ -93,7 +89,7 @@ async def one_run(url: str, tasks: int, repeat: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
+    parser.add_argument("--admin-url", default=ADMIN_URL)
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=20, help="reads of each kind")
     args = parser.parse_args()

@@ -34,6 +34,7 @@ from pathlib import Path
 import asyncpg
 
 from duetime.bench.runs import (
+    ADMIN_URL,
     BenchConfig,
     bench_store,
     due_after_creating,
@@ -44,9 +45,6 @@ from duetime.bench.runs import (
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import ClaimRequest, NewTask, TargetType
 
-DEFAULT_ADMIN_URL = os.environ.get(
-    "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 VARIANTS = {
     "default": (),
     "nohistory": (
@@ -130,7 +128,7 @@ async def one_run(url: str, variant: str, n: int, batch: int, ack: int) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
+    parser.add_argument("--admin-url", default=ADMIN_URL)
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500, help="tasks per claim")
     parser.add_argument("--ack", type=int, default=150, help="leases per ack call")

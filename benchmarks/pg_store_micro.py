@@ -30,13 +30,10 @@ from collections.abc import Callable
 
 import asyncpg
 
-from duetime.bench.runs import due_after_creating, sleep_until_due
+from duetime.bench.runs import ADMIN_URL, due_after_creating, sleep_until_due
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType
 
-DEFAULT_ADMIN_URL = os.environ.get(
-    "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 TRIGGERS = {
     "history": (
         ("tasks", "tasks_history_insert"),
@@ -165,7 +162,7 @@ async def with_database(admin_url: str, body: Callable[[str], object]) -> object
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
+    parser.add_argument("--admin-url", default=ADMIN_URL)
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)

@@ -31,15 +31,13 @@ import asyncpg
 import orjson
 
 from duetime.bench.harness import NodeOptions, start_node
+from duetime.bench.runs import ADMIN_URL
 from duetime.clock import SystemClock
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer
 from duetime.ids import new_id
 from duetime.store.postgres.backend import PostgresStore
 
-DEFAULT_ADMIN_URL = os.environ.get(
-    "DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 TEMPLATE = {"target": {"type": "worker"}, "name": "bench", "queue": "default", "payload": None}
 COLUMNS = (
     "id", "tenant_id", "cron", "every", "timezone", "jitter_seconds", "dst_nonexistent",
@@ -176,7 +174,7 @@ async def round_cost(url: str, repeat: int) -> tuple[float, float, int]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--admin-url", default=DEFAULT_ADMIN_URL)
+    parser.add_argument("--admin-url", default=ADMIN_URL)
     parser.add_argument("--creates", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--small", type=int, default=1000)

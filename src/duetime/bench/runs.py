@@ -22,6 +22,10 @@ import httpx
 from duetime.bench.harness import NodeOptions, Proc, metric_total, start_node
 from duetime.store.protocols import StoreClock
 
+ADMIN_URL = os.environ.get("DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+"""The PostgreSQL server the scripts of ``benchmarks/`` make their throwaway databases on (as the
+test suite does: ``DUETIME_TEST_PG_URL``, else the local server)."""
+
 Figures = dict[str, float]
 
 
