@@ -138,7 +138,11 @@ def verify(
     """Check the invariants for ``accepted`` in the store at ``db``, record the figures (a JSON
     line appended to ``$DUETIME_FAULT_REPORT`` when set, and printed), and fail on a violation."""
     tasks, attempts = read_rows(db)
-    report = invariants.check(accepted, tasks, attempts, deliveries)
+    if db.startswith("postgresql://"):
+        history = asyncio.run(invariants.read_history_postgres(db))
+    else:
+        history = invariants.read_history_sqlite(db)
+    report = invariants.check(accepted, tasks, attempts, deliveries, history)
     line = {"fault": fault, **extra, **_figures(report)}
     print("fault-report", orjson.dumps(line).decode())
     if sink := os.environ.get("DUETIME_FAULT_REPORT"):
@@ -158,6 +162,7 @@ def _figures(report: invariants.Report) -> dict[str, object]:
         "explained": report.explained,
         "resent": report.resent,
         "lost": report.lost,
+        "audit_records": report.audit_records,
     }
 
 

@@ -15,7 +15,13 @@ through the API a fault may have bent), then check, for the tasks a test had acc
   them); a second delivery of the *same* attempt only as the webhook client's single resend on a
   reused keep-alive connection that closed without answering (byte-identical: same
   ``webhook-id``, same ``duetime-attempt``; :mod:`duetime.delivery.http1`), so at most once per
-  attempt, counted apart as ``resent``. No target may see an attempt the store never claimed.
+  attempt, counted apart as ``resent``. No target may see an attempt the store never claimed;
+- the audit trail (SPEC §8) holds every task's story, once: one ``attempt`` record per attempt
+  row, by number; ``task`` records that chain — in id order (ids are drawn as the records are
+  written, and a task's changes are serialized by its row lock), the first is the create
+  (``from_status`` NULL) and each starts where the one before ended — up to the task's status;
+  no record id twice. On PostgreSQL the records still waiting in ``history_pending`` (written
+  behind, ADR 0008) count as written.
 
 :func:`check` returns a :class:`Report` with the figures ``docs/reliability.md`` tabulates;
 :meth:`Report.assert_ok` fails with every violation listed.
@@ -24,6 +30,7 @@ through the API a fault may have bent), then check, for the tasks a test had acc
 from __future__ import annotations
 
 import collections
+import itertools
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +57,16 @@ class AttemptRow:
     finished: bool
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    task_id: str
+    id: int
+    kind: str
+    from_status: str | None
+    to_status: str | None
+    attempt: int | None
+
+
 @dataclass(slots=True)
 class Report:
     """What :func:`check` found: figures, and every broken invariant in ``violations``."""
@@ -63,6 +80,8 @@ class Report:
     explained: int = 0
     resent: int = 0
     lost: int = 0
+    audit_records: int = 0
+    """Audit records of the accepted tasks (0 when the check was not given the history)."""
     failures: dict[str, int] = field(default_factory=dict)
     """The ``last_error`` of tasks that ended ``failed``, counted (to tell a fault from a bug)."""
     violations: list[str] = field(default_factory=list)
@@ -104,6 +123,38 @@ async def read_postgres(url: str) -> tuple[list[TaskRow], list[AttemptRow]]:
     )
 
 
+_PG_HISTORY = """
+SELECT task_id::text AS task_id, id, kind, from_status, to_status, attempt
+FROM history WHERE task_id IS NOT NULL
+UNION ALL
+SELECT h.task_id::text, h.id, h.kind, h.from_status, h.to_status, h.attempt
+FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h WHERE h.task_id IS NOT NULL
+"""
+
+
+async def read_history_postgres(url: str) -> list[HistoryRow]:
+    """Every task's audit records in the PostgreSQL database at ``url``, pending ones too."""
+    conn = await asyncpg.connect(url, timeout=10)
+    try:
+        found = await conn.fetch(_PG_HISTORY)
+    finally:
+        await conn.close()
+    return [HistoryRow(*r) for r in found]
+
+
+def read_history_sqlite(path: str) -> list[HistoryRow]:
+    """Every task's audit records in the SQLite file at ``path`` (opened read-only)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        found = conn.execute(
+            "SELECT task_id, id, kind, from_status, to_status, attempt FROM history "
+            "WHERE task_id IS NOT NULL"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [HistoryRow(str(t), int(i), k, f, to, a) for t, i, k, f, to, a in found]
+
+
 def read_sqlite(path: str) -> tuple[list[TaskRow], list[AttemptRow]]:
     """Every task and attempt of the SQLite file at ``path`` (opened read-only)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
@@ -125,12 +176,14 @@ def check(
     tasks: Iterable[TaskRow],
     attempts: Iterable[AttemptRow],
     deliveries: Mapping[str, Sequence[int]] | None = None,
+    history: Iterable[HistoryRow] | None = None,
 ) -> Report:
     """Check the invariants for the ``accepted`` task ids against the stored rows.
 
     ``deliveries`` maps a task id to the attempt numbers its target saw, one per delivery (a
     receiver's or a worker's record); tasks it does not name are not checked for duplicates. Ids
     in ``deliveries`` that were never accepted are violations too (a delivery nobody asked for).
+    ``history``, when given, is checked as the audit trail of the accepted tasks.
     """
     wanted = set(accepted)
     by_id = {t.id: t for t in tasks}
@@ -174,6 +227,8 @@ def check(
             bad.append(f"{task_id}: delivered but never accepted")
             continue
         _explain(report, task_id, seen, per_task.get(task_id, []), by_id.get(task_id))
+    if history is not None:
+        _audit(report, wanted, by_id, per_task, history)
     report.statuses = dict(statuses)
     report.outcomes = dict(outcomes)
     report.failures = dict(failures.most_common(5))
@@ -208,3 +263,38 @@ def _explain(
         report.violations.append(
             f"{task_id}: attempt {max(seen)} delivered, {task.attempts} claimed"
         )
+
+
+def _audit(
+    report: Report,
+    wanted: set[str],
+    by_id: Mapping[str, TaskRow],
+    attempts: Mapping[str, Sequence[AttemptRow]],
+    history: Iterable[HistoryRow],
+) -> None:
+    """The audit-trail invariants (module docstring) for the ``wanted`` tasks."""
+    bad = report.violations
+    ids: collections.Counter[int] = collections.Counter()
+    per_task: dict[str, list[HistoryRow]] = collections.defaultdict(list)
+    for row in history:
+        ids[row.id] += 1
+        if row.task_id in wanted:
+            per_task[row.task_id].append(row)
+    bad.extend(f"audit record {i} written {n} times" for i, n in ids.items() if n > 1)
+    for task_id in sorted(wanted):
+        task = by_id.get(task_id)
+        if task is None:
+            continue  # already reported lost
+        rows = sorted(per_task.get(task_id, []), key=lambda r: r.id)
+        report.audit_records += len(rows)
+        recorded = [r.attempt for r in rows if r.kind == "attempt"]
+        stored = sorted(a.number for a in attempts.get(task_id, []))
+        if sorted(n or 0 for n in recorded) != stored:
+            bad.append(f"{task_id}: attempts {stored} stored, {recorded} in the audit trail")
+        chain = [(r.from_status, r.to_status) for r in rows if r.kind == "task"]
+        if not chain or chain[0][0] is not None:
+            bad.append(f"{task_id}: no create record first in the audit trail {chain}")
+        elif any(after[0] != before[1] for before, after in itertools.pairwise(chain)):
+            bad.append(f"{task_id}: audit trail does not chain {chain}")
+        elif chain[-1][1] != task.status:
+            bad.append(f"{task_id}: audit trail ends in {chain[-1][1]!r}, task in {task.status!r}")
