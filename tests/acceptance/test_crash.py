@@ -1,17 +1,21 @@
 """Two real nodes on PostgreSQL; one is killed with SIGKILL mid-run. Every task still succeeds,
-none is lost, and every repeated delivery is explained by a lease that expired."""
+none is lost, every repeated delivery is explained by a lease that expired, and the audit trail
+holds every task's story once (written behind or moved: the survivor moves what is pending)."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
 from duetime.bench.harness import NodeOptions, receiver_records, running, start_node, start_receiver
+from duetime.testing.faultrun import receiver_attempts, verify
 
 pytestmark = pytest.mark.acceptance
 
@@ -89,3 +93,20 @@ def test_sigkill_one_node_loses_nothing(pg_url: str, tmp_path: Path) -> None:
         for task in _all_tasks(b.url, "succeeded")[:200]:
             attempts = httpx.get(f"{b.url}/v1/tasks/{task['id']}/attempts", timeout=10).json()
             assert [x["outcome"] for x in attempts["items"]].count("succeeded") == 1
+        # The fault suite's invariants, the audit trail's included: whatever the killed node
+        # had written behind, or was moving into history, is there once (ADR 0008) ...
+        verify("node killed", pg_url, ids, receiver_attempts(receiver.url))
+        # ... and the survivor, the leader now, moves what is left pending.
+        deadline = time.monotonic() + 30
+        while (pending := asyncio.run(_pending(pg_url))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert pending == 0, f"{pending} audit rows still pending\n{b.log()[-3000:]}"
+        verify("node killed, history moved", pg_url, ids, receiver_attempts(receiver.url))
+
+
+async def _pending(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM history_pending"))
+    finally:
+        await conn.close()
