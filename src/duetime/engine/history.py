@@ -43,6 +43,7 @@ from duetime.history.partitions import (
     months_due_for_export,
 )
 from duetime.history.retention import RetentionPolicy, default_policy
+from duetime.store.core.history import PENDING_BATCH
 from duetime.store.protocols import HistoryMaintenanceStore, PendingHistoryStore
 
 if TYPE_CHECKING:
@@ -224,15 +225,12 @@ class HistoryMaintenance(Service):
         await self._pause(self.config.backlog_pause if self._backlog else self.config.interval)
 
 
-PENDING_BATCH = 100
-"""Statements' pending records moved per transaction (a statement records up to a few hundred)."""
-
-
 @dataclass(frozen=True, slots=True)
 class HistoryMoverConfig:
-    """``interval``: seconds between rounds when nothing is deferred; ``defer_max``: the
-    longest the mover waits for a busy hot path, counted from the first round it waited;
-    ``step``: how often it looks again meanwhile."""
+    """``interval``: seconds between rounds when nothing is deferred; ``batch``: pending rows
+    (statements) moved per transaction; ``defer_max``: the longest the mover waits for a busy
+    hot path, counted from the first round it waited; ``step``: how often it looks again
+    meanwhile."""
 
     interval: float = 1.0
     batch: int = PENDING_BATCH

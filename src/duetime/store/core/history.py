@@ -132,6 +132,10 @@ def history_month_counts(month: date) -> Plan[dict[str, int]]:
     return dict((yield all_("history_month_counts", rows.tenant_count, lo=lo, hi=hi)))
 
 
+PENDING_BATCH = 100
+"""Statements' pending records moved per transaction (one statement records up to a few hundred)."""
+
+
 def history_pending_move(limit: int) -> Plan[int]:
     """Move up to ``limit`` statements' pending records into the history table (PostgreSQL
     writes its audit trail behind, migration 0019; SQLite never has any pending): how many

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from duetime.history.partitions import month_bounds
+from duetime.store.core.history import PENDING_BATCH
 from duetime.store.sql import load
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
 
     Conn = PoolConnectionProxy[asyncpg.Record]
-
-PENDING_BATCH = 100
 
 EXPORT = load(__package__ or "duetime.store.postgres", "postgres", "history_export.sql")
 """The month export's pages (not plans, so not in ``duetime.store.sql.PLAN_FILES``)."""
