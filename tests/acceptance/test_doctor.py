@@ -37,6 +37,7 @@ def test_doctor_checks_a_running_node_and_its_store(tmp_path: Path) -> None:
         assert found["leader"]["status"] == "ok"  # dev mode: /metrics needs no token
         assert "queue jobs" in found and "waiting" in found["queue jobs"]["detail"]
         assert found["migrations"] == {"check": "migrations", "status": "ok", "detail": "current"}
+        assert found["history"]["status"] == "ok"  # SQLite writes history directly
         assert found["store clock"]["status"] in ("ok", "warn")
         table = runner.invoke(cli.app, ["doctor", "--url", node.url], env={})
         assert table.stdout.splitlines()[0].split() == ["CHECK", "STATUS", "DETAIL"]

@@ -9,6 +9,7 @@ import asyncio
 
 import asyncpg
 
+from duetime.cli.doctor import store_checks
 from duetime.clock import FakeClock
 from duetime.engine.history import HistoryMover, HistoryMoverConfig
 from duetime.engine.leader import Leader
@@ -57,6 +58,8 @@ async def test_records_read_the_same_before_and_after_the_move(
 ) -> None:
     tenant = (await store.tenant_create("a")).id
     await run_tasks(store, clock, tenant, 6)
+    # A row per statement (the create, the claim, the completions, their attempts) on PostgreSQL.
+    assert await store.history_pending_rows() == (4 if isinstance(store, PostgresStore) else 0)
     before = await records(store, tenant)
     assert len(before) == 6 * 4
     assert {e.kind for e in before} == {"task", "attempt"}
@@ -66,6 +69,7 @@ async def test_records_read_the_same_before_and_after_the_move(
     # PostgreSQL had every record pending (a row per statement: the create, the claim, the
     # completions, their attempts); SQLite writes history directly.
     assert mover.moved == (len(before) if isinstance(store, PostgresStore) else 0)
+    assert await store.history_pending_rows() == 0
     assert await records(store, tenant) == before
     assert await store.history_attempts(tenant, before[0].task_id or "") != []
     assert await store.history_pending_move(100) == 0
@@ -147,3 +151,19 @@ async def test_reads_see_each_record_once_while_moves_run(pg_url: str) -> None:
             await conn.close()
     finally:
         await store.close()
+
+
+def test_doctor_counts_the_records_waiting_to_be_moved(pg_url: str) -> None:
+    async def write() -> None:
+        clock = FakeClock()
+        store = PostgresStore(pg_url, clock=clock)
+        await store.open()
+        try:
+            await run_tasks(store, clock, (await store.tenant_create("a")).id, 3)
+        finally:
+            await store.close()
+
+    asyncio.run(write())
+    found = {c.check: c for c in store_checks(pg_url)}
+    assert found["history"].status == "ok"
+    assert found["history"].detail == "4 statements' audit records wait for the leader to move them"

@@ -5,7 +5,8 @@ reachable and migrated (``/readyz``); this machine's clock against the node's (t
 header, 1 s resolution); whether the node holds the engine's leadership (``/metrics``, which
 needs the metrics or admin token outside dev mode); and each queue's lag (the oldest due task's
 wait). With ``--db`` (needs ``duetime[server]``) also directly against the store: reachable,
-migrations pending, and its clock against this machine's — what a node on this host would see.
+migrations pending, audit records waiting to be moved into the history table (PostgreSQL), and
+its clock against this machine's — what a node on this host would see.
 
 Each check is ``ok``, ``warn`` or ``fail``; any ``fail`` exits 1 (5 when the node cannot be
 reached at all).
@@ -35,6 +36,11 @@ from duetime.sdk.client import DEFAULT_URL
 
 MAX_CLOCK_OFFSET_SECONDS = 2.0
 """Beyond this, a warning: the Date header has a 1 s resolution, and due times are exact."""
+
+MAX_HISTORY_PENDING = 10_000
+"""Beyond this many statements' audit records waiting to be moved (PostgreSQL writes them behind,
+ADR 0008), a warning: a burst leaves about a thousand for seconds; many more means no node has
+been leading, and history reads slow down by ~1 µs per waiting record."""
 
 
 Status = Literal["ok", "warn", "fail"]
@@ -139,9 +145,17 @@ def store_checks(db: str) -> list[Check]:
         try:
             pending = await store.migrations_pending()
             offset = _offset(await store.now())
+            waiting = await store.history_pending_rows() if not pending else 0
         finally:
             await store.close()
         return [
+            Check(
+                "history",
+                "warn" if waiting > MAX_HISTORY_PENDING else "ok",
+                f"{waiting} statements' audit records wait for the leader to move them"
+                if waiting
+                else "nothing waiting to be moved",
+            ),
             Check(
                 "migrations",
                 "warn" if pending else "ok",

@@ -646,6 +646,10 @@ class PendingHistoryStore(Protocol):
         SQLite writes history directly: 0). Returns how many records moved; reads of history
         see every record before and after, once."""
 
+    async def history_pending_rows(self) -> int:
+        """How many statements' audit records wait to be moved (``duetime doctor``); near zero
+        while a leader runs. SQLite: 0."""
+
 
 class HistoryArchiveStore(PendingHistoryStore, Protocol):
     """The hot history by month, as archiving moves it out (history maintenance)."""

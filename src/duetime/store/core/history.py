@@ -143,6 +143,10 @@ def history_pending_move(limit: int) -> Plan[int]:
     return int((yield value("history_pending_move", limit=limit)))
 
 
+def history_pending_rows() -> Plan[int]:
+    return int((yield value("history_pending_rows")))
+
+
 def history_month_drop(month: date) -> Plan[int]:
     """Remove (a batch of) the month's records: PostgreSQL drops its partition (1), SQLite
     deletes up to 10,000 rows; 0 once nothing is left."""
@@ -191,6 +195,9 @@ class HistoryMethods(Runs):
 
     async def history_pending_move(self, limit: int) -> int:
         return await self._run(history_pending_move(limit), write=True)
+
+    async def history_pending_rows(self) -> int:
+        return await self._run(history_pending_rows())
 
     async def history_month_drop(self, month: date) -> bool:
         """One transaction per batch, until none is left."""

@@ -156,6 +156,11 @@ SELECT tenant_id, count(*) AS n FROM
 -- include: history_rows
 WHERE at >= :lo AND at < :hi GROUP BY tenant_id;
 
+-- Statements whose audit records wait in history_pending (duetime doctor; no index, so a
+-- count reads the small table).
+-- name: history_pending_rows
+SELECT count(*) FROM history_pending;
+
 -- The leader's history mover: up to :limit pending rows (each one statement's records) into
 -- history, in one transaction; returns how many records moved. SKIP LOCKED: a second mover (a
 -- leader change under way) takes other rows, never the same ones twice.

@@ -118,6 +118,9 @@ SELECT tenant_id, count(*) AS n FROM history WHERE at >= :lo AND at < :hi GROUP 
 -- name: history_pending_move
 SELECT 0 * :limit;
 
+-- name: history_pending_rows
+SELECT 0;
+
 -- Up to 10,000 of the month's records per write transaction, so the hot path waits for one batch
 -- at most; the caller repeats until none is left.
 -- name: history_month_drop
