@@ -72,10 +72,15 @@ RETURNING t.id::text AS id, t.tenant_id, t.name, t.queue, t.status, t.schedule_i
 -- 0019, docs/adr/0008-history-written-behind.md), read in one snapshot, in which every record is
 -- in exactly one of the two. The filters of a read reach both branches; the pending branch is
 -- a scan of the few seconds of records the leader has not moved yet.
+-- fragment: pending_records
+history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h
+
 -- fragment: history_rows
 (SELECT * FROM history
  UNION ALL
- SELECT h.* FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h) AS history
+ SELECT h.* FROM
+ -- include: pending_records
+) AS history
 
 -- One page of a tenant's history, newest first. Run after plan_custom: the filters that
 -- are NULL fold away, the index that fits is picked, partitions are pruned by the time range.
@@ -126,8 +131,9 @@ FROM (SELECT unnest(:months::date[]) AS m
       UNION
       SELECT date_trunc('month', at AT TIME ZONE 'UTC')::date FROM history_default
       UNION
-      SELECT date_trunc('month', h.at AT TIME ZONE 'UTC')::date
-      FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h) AS months
+      SELECT date_trunc('month', h.at AT TIME ZONE 'UTC')::date FROM
+      -- include: pending_records
+      ) AS months
 ORDER BY 1;
 
 -- name: history_partition_ensure
@@ -143,9 +149,9 @@ FROM (SELECT to_date(substr(c.relname, 10), 'YYYYMM') AS month
       UNION
       SELECT DISTINCT date_trunc('month', at AT TIME ZONE 'UTC')::date FROM history_default
       UNION
-      SELECT date_trunc('month', h.at AT TIME ZONE 'UTC')::date
-      FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h)
-     AS months
+      SELECT date_trunc('month', h.at AT TIME ZONE 'UTC')::date FROM
+      -- include: pending_records
+      ) AS months
 ORDER BY 1;
 
 -- A month's records by tenant, pending ones included: the archive round moves them first, so
