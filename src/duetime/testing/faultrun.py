@@ -122,7 +122,7 @@ def wait_settled(db: str, timeout: float, diagnose: Callable[[], str] = str) -> 
         left = open_tasks(db)
 
 
-def read_rows(db: str) -> tuple[list[invariants.TaskRow], list[invariants.AttemptRow]]:
+def read_rows(db: str) -> invariants.Stored:
     if db.startswith("postgresql://"):
         return asyncio.run(invariants.read_postgres(db))
     return invariants.read_sqlite(db)
@@ -137,11 +137,7 @@ def verify(
 ) -> invariants.Report:
     """Check the invariants for ``accepted`` in the store at ``db``, record the figures (a JSON
     line appended to ``$DUETIME_FAULT_REPORT`` when set, and printed), and fail on a violation."""
-    tasks, attempts = read_rows(db)
-    if db.startswith("postgresql://"):
-        history = asyncio.run(invariants.read_history_postgres(db))
-    else:
-        history = invariants.read_history_sqlite(db)
+    tasks, attempts, history = read_rows(db)
     report = invariants.check(accepted, tasks, attempts, deliveries, history)
     line = {"fault": fault, **extra, **_figures(report)}
     print("fault-report", orjson.dumps(line).decode())

@@ -34,6 +34,7 @@ import itertools
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import asyncpg
 
@@ -106,8 +107,17 @@ class Report:
         )
 
 
-async def read_postgres(url: str) -> tuple[list[TaskRow], list[AttemptRow]]:
-    """Every task and attempt of the PostgreSQL database at ``url``."""
+class Stored(NamedTuple):
+    """What the checks read of a store: every task, attempt and task audit record."""
+
+    tasks: list[TaskRow]
+    attempts: list[AttemptRow]
+    history: list[HistoryRow]
+
+
+async def read_postgres(url: str) -> Stored:
+    """Every task, attempt and task audit record of the PostgreSQL database at ``url``, the
+    records still waiting in ``history_pending`` included."""
     conn = await asyncpg.connect(url, timeout=10)
     try:
         tasks = await conn.fetch("SELECT id::text AS id, status, attempts, last_error FROM tasks")
@@ -115,59 +125,41 @@ async def read_postgres(url: str) -> tuple[list[TaskRow], list[AttemptRow]]:
             "SELECT task_id::text AS task_id, number, outcome, finished_at IS NOT NULL AS done "
             "FROM attempts"
         )
+        history = await conn.fetch(
+            "SELECT task_id::text, id, kind, from_status, to_status, attempt FROM history "
+            "WHERE task_id IS NOT NULL UNION ALL "
+            "SELECT h.task_id::text, h.id, h.kind, h.from_status, h.to_status, h.attempt "
+            "FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h "
+            "WHERE h.task_id IS NOT NULL"
+        )
     finally:
         await conn.close()
-    return (
+    return Stored(
         [TaskRow(r["id"], r["status"], r["attempts"], r["last_error"]) for r in tasks],
         [AttemptRow(r["task_id"], r["number"], r["outcome"], r["done"]) for r in attempts],
+        [HistoryRow(*r) for r in history],
     )
 
 
-_PG_HISTORY = """
-SELECT task_id::text AS task_id, id, kind, from_status, to_status, attempt
-FROM history WHERE task_id IS NOT NULL
-UNION ALL
-SELECT h.task_id::text, h.id, h.kind, h.from_status, h.to_status, h.attempt
-FROM history_pending p CROSS JOIN LATERAL unnest(p.rows) AS h WHERE h.task_id IS NOT NULL
-"""
-
-
-async def read_history_postgres(url: str) -> list[HistoryRow]:
-    """Every task's audit records in the PostgreSQL database at ``url``, pending ones too."""
-    conn = await asyncpg.connect(url, timeout=10)
-    try:
-        found = await conn.fetch(_PG_HISTORY)
-    finally:
-        await conn.close()
-    return [HistoryRow(*r) for r in found]
-
-
-def read_history_sqlite(path: str) -> list[HistoryRow]:
-    """Every task's audit records in the SQLite file at ``path`` (opened read-only)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    try:
-        found = conn.execute(
-            "SELECT task_id, id, kind, from_status, to_status, attempt FROM history "
-            "WHERE task_id IS NOT NULL"
-        ).fetchall()
-    finally:
-        conn.close()
-    return [HistoryRow(str(t), int(i), k, f, to, a) for t, i, k, f, to, a in found]
-
-
-def read_sqlite(path: str) -> tuple[list[TaskRow], list[AttemptRow]]:
-    """Every task and attempt of the SQLite file at ``path`` (opened read-only)."""
+def read_sqlite(path: str) -> Stored:
+    """Every task, attempt and task audit record of the SQLite file at ``path`` (opened
+    read-only)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
         tasks = conn.execute("SELECT id, status, attempts, last_error FROM tasks").fetchall()
         attempts = conn.execute(
             "SELECT task_id, number, outcome, finished_at IS NOT NULL FROM attempts"
         ).fetchall()
+        history = conn.execute(
+            "SELECT task_id, id, kind, from_status, to_status, attempt FROM history "
+            "WHERE task_id IS NOT NULL"
+        ).fetchall()
     finally:
         conn.close()
-    return (
+    return Stored(
         [TaskRow(str(i), str(s), int(a), e) for i, s, a, e in tasks],
         [AttemptRow(str(t), int(n), str(o), bool(d)) for t, n, o, d in attempts],
+        [HistoryRow(str(t), int(i), k, f, to, a) for t, i, k, f, to, a in history],
     )
 
 
