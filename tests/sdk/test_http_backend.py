@@ -1,9 +1,11 @@
-"""The SDK over a real loopback socket (its aiohttp path, used whenever no httpx transport is
-given): headers, query strings, error mapping, retries, timeouts and refused connections."""
+"""The SDK over a real loopback socket (its :mod:`duetime.http1` path, used whenever no httpx
+transport is given): headers, query strings, error mapping, retries, timeouts, refused
+connections, connections the server closed, and long bodies."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from duetime.sdk import ApiNotFound, ApiUnavailable, AsyncClient, TransportError, worker_target
-from duetime.sdk.http_aiohttp import AiohttpBackend
+from duetime.sdk.http_lean import LeanBackend
 
 TASK = {
     "id": "0b0f7a52-5f1e-4a8e-9a55-3c1d2b1a0c01",
@@ -69,7 +71,7 @@ async def test_a_call_sends_headers_body_and_query_as_httpx_did(
 ) -> None:
     fake, url = server
     async with AsyncClient(url, "dt_key") as client:
-        assert isinstance(client._http, AiohttpBackend)
+        assert isinstance(client._http, LeanBackend)
         task = await client.create_task(target=worker_target(), payload={"a": 1})
         assert task.created is True and task.id == TASK["id"]
         fake.replies.append(web.json_response({"items": [], "next_cursor": None}))
@@ -151,12 +153,84 @@ async def test_a_client_works_from_one_event_loop_after_another(
     assert len(fake.requests) == 2
 
 
-def test_without_aiohttp_the_client_speaks_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_fast_extra_the_client_speaks_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     from duetime.sdk._http import network_backend
     from duetime.sdk.http import HttpxBackend
 
-    monkeypatch.setitem(sys.modules, "duetime.sdk.http_aiohttp", None)  # as if not installed
+    # As if httptools (or another of the extra's libraries) were missing: the import fails.
+    monkeypatch.setitem(sys.modules, "duetime.sdk.http_lean", None)
     backend = network_backend("http://127.0.0.1:9", {}, 1.0)
     assert isinstance(backend, HttpxBackend)
+
+
+async def test_a_base_url_with_a_path_prefixes_every_call(server: tuple[FakeServer, str]) -> None:
+    fake, url = server
+    async with AsyncClient(url + "/duetime/", retries=0) as client:
+        await client.create_task(target=worker_target())
+    assert fake.requests[0][1] == "/duetime/v1/tasks"
+
+
+async def test_a_long_answer_arrives_whole(server: tuple[FakeServer, str]) -> None:
+    fake, url = server
+    items = [{**TASK, "payload": {"pad": "x" * 1000}} for _ in range(2000)]  # ~2.3 MB
+    fake.replies.append(web.json_response({"items": items, "next_cursor": None}))
+    async with AsyncClient(url, retries=0) as client:
+        got = await client._request("GET", "/v1/tasks")
+    assert got["items"] == items
+
+
+class ClosingServer:
+    """Answers the first request of each connection with a task, then closes the connection
+    when the next request on it arrives, without answering (a keep-alive connection the server
+    let go of just as the client reused it)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[int, bytes]] = []  # (connection number, request line)
+        self.connections = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        body = json.dumps(TASK).encode()
+        answered = False
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                self.requests.append((number, head.split(b"\r\n")[0]))
+                if answered:
+                    return
+                answered = True
+                writer.write(
+                    b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n"
+                    b"content-length: %d\r\n\r\n%s" % (len(body), body)
+                )
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+
+async def test_a_closed_keep_alive_connection_repeats_only_what_is_safe_to_repeat() -> None:
+    closing = ClosingServer()
+    listener = await asyncio.start_server(closing.serve, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        async with AsyncClient(f"http://127.0.0.1:{port}", retries=0) as client:
+            await client.create_task(target=worker_target())
+            # A plain create may have landed before the connection closed: not sent again.
+            with pytest.raises(TransportError):
+                await client.create_task(target=worker_target())
+            assert [n for n, _ in closing.requests] == [1, 1]
+            await client.create_task(target=worker_target())  # a new connection
+            # A read is safe to repeat: sent again on a new connection, and answered.
+            task = await client.get_task(TASK["id"])
+            assert task.id == TASK["id"]
+        assert [n for n, _ in closing.requests] == [1, 1, 2, 2, 3]
+        assert closing.requests[-1][1].startswith(b"GET /v1/tasks/")
+    finally:
+        listener.close()
+        await listener.wait_closed()

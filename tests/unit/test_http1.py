@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 client (:mod:`duetime.delivery.http1`) against real loopback servers.
+"""The lean HTTP/1.1 client (:mod:`duetime.http1`) against real loopback servers.
 
 Every test starts its own asyncio server on 127.0.0.1 (or ::1) whose handler reads requests and
 writes hand-crafted response bytes, so framing, connection reuse and closes are under the test's
@@ -23,15 +23,18 @@ import pytest
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
-from duetime.delivery.http1 import (
+from duetime.delivery.netguard import ForbiddenAddressError, GuardedResolver, StaticResolver
+from duetime.http1 import (
     ConnectError,
+    ConnectTimeoutError,
     DisconnectedError,
     HttpClientError,
     HttpPool,
+    Origin,
     ProtocolError,
     ResolveError,
+    SystemResolver,
 )
-from duetime.delivery.netguard import ForbiddenAddressError, GuardedResolver, StaticResolver
 
 trustme: ModuleType | None
 try:
@@ -522,6 +525,43 @@ async def test_body_limit_keeps_a_prefix_and_drains_the_rest(chunked: bool) -> N
         assert await open_after_close(pool) == 0
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
+async def test_without_a_body_limit_the_whole_body_arrives_and_the_connection_is_kept(
+    chunked: bool,
+) -> None:
+    body = bytes(range(256)) * 4096  # 1 MiB, far past the drain limit
+    if chunked:
+        parts = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in (body[:700_000], body[700_000:]))
+        answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + parts + b"0\r\n\r\n"
+    else:
+        answer = response(body)
+    async with Server(answering(answer)) as server:
+        pool = make_pool(body_limit=None, drain_limit=1024)
+        for _ in range(2):
+            assert (await get(pool, server.url())).body == body
+        assert server.accepted == 1
+        assert await open_after_close(pool) == 0
+
+
+async def test_the_reason_phrase_and_a_request_target_without_a_url() -> None:
+    async with Server(answering(response(b"gone", status=404, reason="Not Found"))) as server:
+        pool = HttpPool(SystemResolver())  # a numeric host: answered without the resolver
+        origin = Origin.of(server.url())
+        got = await pool.request_at(origin, "GET", "/a/b?c=1", [("X-A", "1")], b"", timeout=TIMEOUT)
+        assert (got.status, got.reason, got.body) == (404, "Not Found", b"gone")
+        (request,) = server.requests
+        assert request.target == "/a/b?c=1"
+        assert ("Host", f"127.0.0.1:{server.port}") in request.headers
+        assert ("X-A", "1") in request.headers
+        assert await open_after_close(pool) == 0
+
+
+async def test_the_system_resolver_answers_localhost() -> None:
+    found = await SystemResolver().resolve("localhost", 80, socket.AF_UNSPEC)
+    assert found and all(r["port"] == 80 for r in found)
+    assert {r["host"] for r in found} <= {"127.0.0.1", "::1"}
+
+
 async def test_drain_limit_is_never_below_body_limit() -> None:
     pool = make_pool(body_limit=50, drain_limit=10)
     assert (pool.body_limit, pool.drain_limit) == (50, 50)
@@ -655,6 +695,29 @@ async def test_a_reused_connection_that_answered_part_of_a_response_is_not_retri
         assert await open_after_close(pool) == 0
 
 
+async def test_a_request_that_must_not_run_twice_is_not_resent_on_a_stale_connection() -> None:
+    # As above, but the caller says the request must not be repeated (the SDK's non-idempotent
+    # calls): the closed connection is an error and the server saw the request once.
+    async def handler(peer: Peer) -> None:
+        while (request := await peer.read_request()) is not None:
+            if len(peer.requests) > 1:
+                peer.close()
+                return
+            await peer.send(response(request.body))
+
+    async with Server(handler) as server:
+        pool = make_pool()
+        origin = Origin.of(server.url())
+        first = await pool.request_at(origin, "POST", "/t", [], b"one", timeout=TIMEOUT)
+        assert first.body == b"one"
+        with pytest.raises(DisconnectedError):
+            await pool.request_at(
+                origin, "POST", "/t", [], b"two", timeout=TIMEOUT, retry_stale=False
+            )
+        assert [(r.connection, r.body) for r in server.requests] == [(0, b"one"), (0, b"two")]
+        assert await open_after_close(pool) == 0
+
+
 # -- 5. invalid responses --------------------------------------------------------------------------
 
 
@@ -741,8 +804,9 @@ async def test_waiting_for_a_pool_slot_counts_against_the_timeout() -> None:
         slow = asyncio.create_task(get(pool, server.url()))
         await until(lambda: len(server.requests) == 1)  # it holds the only connection
         started = loop.time()
-        # The slot is held until the test lets go: only the timeout can end this wait.
-        with pytest.raises(TimeoutError):
+        # The slot is held until the test lets go: only the timeout can end this wait. It ends
+        # before anything was sent, which the error's class says (the SDK may then retry).
+        with pytest.raises(ConnectTimeoutError):
             await get(pool, server.url(), timeout=0.1)
         assert 0.08 <= loop.time() - started < 5  # generous for a loaded machine
         release.set()

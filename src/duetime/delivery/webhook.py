@@ -38,7 +38,6 @@ from yarl import URL
 from duetime.clock import Clock, SystemClock
 from duetime.delivery.base import RESULT_LIMIT_BYTES, Delivery, Outcome
 from duetime.delivery.headers import SigningError, is_reserved_header, message_headers
-from duetime.delivery.http1 import ConnectError, HttpClientError, HttpPool, ResolveError
 from duetime.delivery.netguard import (
     ALLOW_HINT,
     ForbiddenAddressError,
@@ -49,6 +48,7 @@ from duetime.delivery.netguard import (
     literal_address,
 )
 from duetime.errors import ValidationError
+from duetime.http1 import ConnectError, HttpClientError, HttpPool, ResolveError
 from duetime.text import clean
 from duetime.types import AttemptOutcome
 
@@ -148,7 +148,7 @@ class _Refused(Exception):
 
 
 class WebhookDeliverer:
-    """Delivers ``http`` tasks through one shared keep-alive pool (:mod:`duetime.delivery.http1`).
+    """Delivers ``http`` tasks through one shared keep-alive pool (:mod:`duetime.http1`).
 
     ``allow_private`` lifts the private-address guard (``DUETIME_ALLOW_PRIVATE_TARGETS`` or dev
     mode). ``resolver`` replaces DNS (tests inject a fake one); whatever it answers is checked by

@@ -52,12 +52,13 @@ def _segment(value: str) -> str:
 
 
 def network_backend(base_url: str, headers: Mapping[str, str], timeout: float) -> Backend:
-    """aiohttp when it is installed (``duetime[fast]``, or with the server), else httpx."""
+    """:mod:`duetime.http1` when its libraries are installed (``duetime[fast]``, or with the
+    server), else httpx."""
     try:
-        from duetime.sdk.http_aiohttp import AiohttpBackend
+        from duetime.sdk.http_lean import LeanBackend
     except ImportError:  # the lean client install
         return HttpxBackend(base_url, headers, timeout)
-    return AiohttpBackend(base_url, headers, timeout)
+    return LeanBackend(base_url, headers, timeout)
 
 
 class _Api:
@@ -90,8 +91,8 @@ class _Api:
             headers["authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
         self.retries = max(0, retries)
-        # aiohttp over the network when installed (far less work per call); httpx otherwise
-        # and for a caller's transport.
+        # duetime.http1 over the network when installed (far less work per call); httpx
+        # otherwise and for a caller's transport.
         self._http: Backend = (
             network_backend(self.base_url, headers, timeout)
             if transport is None

@@ -1,11 +1,12 @@
 """The SDK's HTTP layer: one request in, one :class:`Reply` (or a :class:`Failure`) out.
 
-Over the network the SDK speaks through aiohttp when it is installed (``duetime[fast]``;
-:mod:`duetime.sdk.http_aiohttp`, chosen by :func:`duetime.sdk._http.network_backend`), whose C
-parser and lean connection pool cost a fraction of httpx's per-request work (docs/benchmarks.md,
-"SDK single creates"): that work is most of what a one-caller create or a worker's lease call
-costs on the client. A caller that passes an httpx transport (``httpx.MockTransport``,
-``httpx.ASGITransport`` in tests) gets the httpx path instead, with the same replies and failures.
+Over the network the SDK speaks through :mod:`duetime.http1` when its libraries are installed
+(``duetime[fast]``; :mod:`duetime.sdk.http_lean`, chosen by
+:func:`duetime.sdk._http.network_backend`), whose C parser and lean keep-alive pool cost a
+fraction of httpx's or aiohttp's per-request work (ADR 0009): that work is most of what a
+one-caller create or a worker's lease call costs on the client. A caller that passes an httpx
+transport (``httpx.MockTransport``, ``httpx.ASGITransport`` in tests) gets the httpx path
+instead, with the same replies and failures.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def query_value(value: str | int | float | bool | None) -> str:
 
 class HttpxBackend:
     """httpx: for a caller's own transport (tests: ``MockTransport``, ``ASGITransport``), and
-    over the network when aiohttp is not installed."""
+    over the network when ``duetime[fast]`` is not installed."""
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ through the API a fault may have bent), then check, for the tasks a test had acc
   (``lease_expired``, ``timed_out`` or ``failed`` — at least ``distinct attempts seen - 1`` of
   them); a second delivery of the *same* attempt only as the webhook client's single resend on a
   reused keep-alive connection that closed without answering (byte-identical: same
-  ``webhook-id``, same ``duetime-attempt``; :mod:`duetime.delivery.http1`), so at most once per
+  ``webhook-id``, same ``duetime-attempt``; :mod:`duetime.http1`), so at most once per
   attempt, counted apart as ``resent``. No target may see an attempt the store never claimed;
 - the audit trail (SPEC §8) holds every task's story, once: one ``attempt`` record per attempt
   row, by number; ``task`` records that chain — in id order (ids are drawn as the records are

@@ -1,14 +1,17 @@
-"""A lean HTTP/1.1 client for webhook deliveries: one request shape, a keep-alive pool.
+"""A lean HTTP/1.1 client: one request shape, a keep-alive pool. Webhook deliveries and the
+SDK's network transport both speak through it.
 
 Webhook delivery is duetime's hottest path, and a general client spends most of a delivery's CPU
 on features a delivery never uses (cookies, redirects, proxies, streaming bodies, middlewares):
 aiohttp's ``ClientSession.request`` measured ~3x the CPU of this module per request (see
 ``docs/adr/0004-lean-webhook-client-and-dispatcher-processes.md`` and
-``benchmarks/webhook_micro.py``). What is left is deliberately small, and the delicate parts
-are well-kept libraries: ``httptools`` (llhttp, the parser uvicorn uses) reads responses,
-``aiohappyeyeballs`` (aiohttp's) dials, the stdlib ``ssl`` does TLS, and an aiohttp resolver
-wrapped by :class:`~duetime.delivery.netguard.GuardedResolver` answers DNS — so every address
-dialled was checked first.
+``benchmarks/webhook_micro.py``); the SDK's one-caller creates and worker lease calls pay the
+same per call (``docs/adr/0009-the-sdk-speaks-through-http1.md``). What is left is deliberately
+small, and the delicate parts are well-kept libraries: ``httptools`` (llhttp, the parser uvicorn
+uses) reads responses, ``aiohappyeyeballs`` (aiohttp's) dials, the stdlib ``ssl`` does TLS. DNS
+is the caller's: the deliverer passes an aiohttp resolver wrapped by
+:class:`~duetime.delivery.netguard.GuardedResolver` — so every address dialled was checked
+first — and the SDK the system's (:class:`SystemResolver`).
 
 What a request gets: ``METHOD path HTTP/1.1``, ``Host``, the caller's headers, a
 ``Content-Length`` body; keep-alive connections per ``(scheme, host, port)`` reused LIFO and
@@ -18,7 +21,8 @@ backlog; other receivers are not held up by it); one overall deadline
 (resolution, connect, pool wait, request and response); a connection that a server closed while
 idle is retried once on a fresh one. Responses: the status, the headers (lower-cased names), and
 the first ``body_limit`` bytes of the body; a body beyond ``drain_limit`` is not read to its end
-(the connection is closed instead). Redirects are never followed.
+(the connection is closed instead) — or, with ``body_limit=None``, the whole body, however long.
+Redirects are never followed.
 """
 
 from __future__ import annotations
@@ -28,24 +32,26 @@ import contextlib
 import socket
 import ssl
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohappyeyeballs
 import httptools
 from yarl import URL
 
-from duetime.delivery.netguard import Resolver
-
 __all__ = [
     "ConnectError",
+    "ConnectTimeoutError",
     "DisconnectedError",
     "HttpClientError",
     "HttpPool",
+    "Origin",
     "ProtocolError",
     "ResolveError",
+    "Resolver",
     "Response",
+    "SystemResolver",
 ]
 
 _MAX_HEADER_BYTES = 64 * 1024
@@ -82,6 +88,38 @@ class ProtocolError(HttpClientError):
     """The server's answer was not valid HTTP/1.1."""
 
 
+class ConnectTimeoutError(TimeoutError):
+    """The deadline passed before the request was sent (resolving, dialling or waiting for a
+    free connection): the server saw nothing of it."""
+
+
+class Resolver(Protocol):
+    """DNS for the pool: ``resolve`` returns mappings with ``family``, ``host`` and ``port``
+    (aiohttp's resolvers fit, and so does :class:`SystemResolver`)."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+class SystemResolver:
+    """The system's resolver (``getaddrinfo`` in the loop's executor; a numeric address is
+    answered without it)."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[Mapping[str, Any]]:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, family=family, type=socket.SOCK_STREAM, flags=socket.AI_ADDRCONFIG
+        )
+        return [{"family": f, "host": addr[0], "port": addr[1]} for f, _, _, _, addr in infos]
+
+    async def close(self) -> None:
+        return None
+
+
 @dataclass(slots=True)
 class Response:
     status: int
@@ -89,6 +127,33 @@ class Response:
     """Lower-cased names; a repeated header keeps its last value."""
     body: bytes
     """The first ``body_limit`` bytes."""
+    reason: str = ""
+    """The status line's reason phrase."""
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where requests go: ``(scheme, host, port)`` and the ``Host`` header line they carry."""
+
+    tls: bool
+    host: str
+    """The host to dial (an IPv6 address without brackets)."""
+    port: int
+    host_line: str
+
+    @classmethod
+    def of(cls, url: URL) -> Origin:
+        tls = url.scheme == "https"
+        return cls(
+            tls,
+            url.raw_host or "",
+            url.port or (443 if tls else 80),
+            f"Host: {url.host_port_subcomponent}",
+        )
+
+    @property
+    def key(self) -> _Key:
+        return (self.tls, self.host, self.port)
 
 
 class _Connection(asyncio.Protocol):
@@ -111,6 +176,7 @@ class _Connection(asyncio.Protocol):
         self.body: list[bytes] = []
         self.body_size = 0
         self.status = 0
+        self.reason = b""
         self.keep_alive = False
         self.headers_done = False
 
@@ -149,6 +215,9 @@ class _Connection(asyncio.Protocol):
             # More bytes after the response, in the same read: the connection can't be trusted.
             raise httptools.HttpParserError("unexpected bytes after the response")
 
+    def on_status(self, reason: bytes) -> None:
+        self.reason += reason
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self.header_bytes += len(name) + len(value)
         if self.header_bytes > _MAX_HEADER_BYTES:
@@ -162,6 +231,9 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         pool = self.pool
+        if pool.body_limit is None:  # every byte is wanted
+            self.body.append(body)
+            return
         room = pool.body_limit - self.body_size
         if room > 0:
             self.body.append(body[:room] if len(body) > room else body)
@@ -179,7 +251,8 @@ class _Connection(asyncio.Protocol):
             self._reset()
             return
         body = b"".join(self.body) if len(self.body) != 1 else self.body[0]
-        waiter.set_result(Response(self.status, self.headers, body))
+        reason = self.reason.decode("latin-1")
+        waiter.set_result(Response(self.status, self.headers, body, reason))
 
     # -- helpers
     def _ends_at_eof(self) -> bool:
@@ -219,7 +292,7 @@ class HttpPool:
         max_connections: int = 512,
         max_per_origin: int = 64,
         idle_seconds: float = 15.0,
-        body_limit: int = 4097,
+        body_limit: int | None = 4097,
         drain_limit: int = 64 * 1024,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
@@ -228,7 +301,7 @@ class HttpPool:
         self.max_per_origin = max(1, max_per_origin)
         self.idle_seconds = idle_seconds
         self.body_limit = body_limit
-        self.drain_limit = max(drain_limit, body_limit)
+        self.drain_limit = drain_limit if body_limit is None else max(drain_limit, body_limit)
         self._ssl = ssl_context
         self._idle: dict[_Key, list[_Connection]] = {}
         self._open = 0  # connected or connecting
@@ -254,34 +327,59 @@ class HttpPool:
     ) -> Response:
         """Send one request and return its response. Raises :class:`TimeoutError` when
         ``timeout`` seconds pass first, or a :class:`HttpClientError`."""
-        if self._closed:
-            raise HttpClientError("the HTTP pool is closed")
         host = url.raw_host
         if not host or url.scheme not in ("http", "https"):
             raise ConnectError(str(host), url.port or 0, ValueError("not an http(s) URL"))
-        tls = url.scheme == "https"
-        port = url.port or (443 if tls else 80)
-        lines = [f"{method} {url.raw_path_qs} HTTP/1.1", f"Host: {url.host_port_subcomponent}"]
+        return await self.request_at(
+            Origin.of(url), method, url.raw_path_qs, headers, body, timeout=timeout
+        )
+
+    async def request_at(
+        self,
+        origin: Origin,
+        method: str,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        *,
+        timeout: float,
+        retry_stale: bool = True,
+    ) -> Response:
+        """:meth:`request` to ``origin`` for the request target ``target`` (path and query,
+        already encoded): no URL to parse per call. ``retry_stale=False``: a request whose
+        kept-alive connection turns out closed by the server fails (DisconnectedError) instead
+        of being sent again on a new one (a request that must not run twice)."""
+        if self._closed:
+            raise HttpClientError("the HTTP pool is closed")
+        lines = [f"{method} {target} HTTP/1.1", origin.host_line]
         lines.extend(f"{name}: {value}" for name, value in headers)
         lines.append(f"Content-Length: {len(body)}\r\n\r\n")
         data = "\r\n".join(lines).encode() + body
-        key = (tls, host, port)
+        key = origin.key
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         conn = self._idle_connection(key, loop.time())
         reused = conn is not None
         if conn is None:
-            async with asyncio.timeout_at(deadline):
-                conn, reused = await self._acquire(key)
+            conn, reused = await self._acquire_by(key, deadline)
         try:
             return await self._exchange(conn, data, deadline)
         except DisconnectedError:
-            if not reused or conn.received:
+            if not reused or conn.received or not retry_stale:
                 raise
         # The server closed a connection we kept idle: once more on a new one.
-        async with asyncio.timeout_at(deadline):
-            conn, _ = await self._acquire(key, fresh=True)
+        conn, _ = await self._acquire_by(key, deadline, fresh=True)
         return await self._exchange(conn, data, deadline)
+
+    async def _acquire_by(
+        self, key: _Key, deadline: float, *, fresh: bool = False
+    ) -> tuple[_Connection, bool]:
+        """:meth:`_acquire` within ``deadline`` (:class:`ConnectTimeoutError` past it)."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._acquire(key, fresh=fresh)
+        except TimeoutError as exc:
+            raise ConnectTimeoutError(f"no connection to {key[1]}:{key[2]} in time") from exc
 
     async def _exchange(self, conn: _Connection, data: bytes, deadline: float) -> Response:
         loop = asyncio.get_running_loop()
