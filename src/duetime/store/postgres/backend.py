@@ -46,6 +46,7 @@ from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.errors import describe_server, is_unavailable
 from duetime.store.postgres.history import PgHistory
 from duetime.store.postgres.hot import PgPromote
+from duetime.store.postgres.pooling import KeptConnections
 from duetime.store.postgres.queues import QueueOps
 from duetime.store.postgres.signals import (
     DUE_CHANNEL,
@@ -133,6 +134,9 @@ class PostgresStore(
             self._connect_listener, [self.ready_signal, self.due_signal], self._token, self._polls
         )
         self._migrations = migrations(__package__ or "duetime.store.postgres")
+        # Connections kept in hand between calls (asyncpg's acquire and release cost two tasks
+        # each time): as many as the creates' group commit may run at once.
+        self._kept = KeptConnections(keep=max(1, self._pool_max // 2))
         self._inserts = InsertBatcher(
             self._insert_run, row_id=_row_id, record_id=_record_id, slots=max(1, pool_max // 2)
         )
@@ -154,14 +158,21 @@ class PostgresStore(
         pool = self._pool
         if pool is None:
             raise StoreUnavailable(f"the PostgreSQL store at {self._where} is not open")
+        kept = self._kept
         try:
-            async with pool.acquire(timeout=self._acquire_timeout) as conn:
+            conn = await kept.acquire(pool, self._acquire_timeout)
+            clean = False
+            try:
                 yield conn
+                clean = True
+            finally:
+                await kept.release(pool, conn, clean=clean)
         except Exception as exc:
             if not is_unavailable(exc):
                 raise
             # Idle connections are likely dead too: have the pool replace them all.
             with contextlib.suppress(Exception):
+                await kept.drain(pool)
                 await pool.expire_connections()
             raise self._unavailable(exc) from exc
 
@@ -255,6 +266,7 @@ class PostgresStore(
         pool, self._pool = self._pool, None
         if pool is not None:
             try:
+                await self._kept.drain(pool)
                 await asyncio.wait_for(pool.close(), 5.0)
             except Exception:
                 pool.terminate()
