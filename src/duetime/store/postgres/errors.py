@@ -41,6 +41,11 @@ def is_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` means the server could not be reached or dropped us."""
     if isinstance(exc, _UNAVAILABLE):
         return True
+    if isinstance(exc, pgx.InternalClientError):
+        # A connection used in the instant between the server's "terminating connection"
+        # message (read while the connection was idle) and the close of its socket: asyncpg
+        # refuses the statement because it is still consuming that error.
+        return "cannot switch to state" in str(exc)
     return isinstance(exc, asyncpg.InterfaceError) and not isinstance(exc, _CLIENT_BUGS)
 
 
