@@ -618,17 +618,19 @@ async def test_an_idle_connection_the_server_closed_is_replaced() -> None:
         assert await open_after_close(pool) == 0
 
 
+async def closes_on_its_second_request(peer: Peer) -> None:
+    """Echo the first request of a connection; close it when the second arrives, unanswered."""
+    while (request := await peer.read_request()) is not None:
+        if len(peer.requests) > 1:
+            peer.close()
+            return
+        await peer.send(response(request.body))
+
+
 async def test_a_reused_connection_closed_under_a_request_is_retried_once() -> None:
     # The server closes its keep-alive connection just as the second request arrives (the race a
     # client cannot see coming): the request is sent again on a fresh connection.
-    async def handler(peer: Peer) -> None:
-        while (request := await peer.read_request()) is not None:
-            if len(peer.requests) > 1:
-                peer.close()
-                return
-            await peer.send(response(request.body))
-
-    async with Server(handler) as server:
+    async with Server(closes_on_its_second_request) as server:
         pool = make_pool()
         url = server.url()
         first = await pool.request("POST", url, [], b"one", timeout=TIMEOUT)
@@ -698,14 +700,7 @@ async def test_a_reused_connection_that_answered_part_of_a_response_is_not_retri
 async def test_a_request_that_must_not_run_twice_is_not_resent_on_a_stale_connection() -> None:
     # As above, but the caller says the request must not be repeated (the SDK's non-idempotent
     # calls): the closed connection is an error and the server saw the request once.
-    async def handler(peer: Peer) -> None:
-        while (request := await peer.read_request()) is not None:
-            if len(peer.requests) > 1:
-                peer.close()
-                return
-            await peer.send(response(request.body))
-
-    async with Server(handler) as server:
+    async with Server(closes_on_its_second_request) as server:
         pool = make_pool()
         origin = Origin.of(server.url())
         first = await pool.request_at(origin, "POST", "/t", [], b"one", timeout=TIMEOUT)
