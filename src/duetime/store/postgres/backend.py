@@ -173,6 +173,7 @@ class PostgresStore(
             # Idle connections are likely dead too: have the pool replace them all.
             with contextlib.suppress(Exception):
                 await kept.drain(pool)
+            with contextlib.suppress(Exception):
                 await pool.expire_connections()
             raise self._unavailable(exc) from exc
 
