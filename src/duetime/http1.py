@@ -19,7 +19,7 @@ closed after ``idle_seconds``; at most ``max_connections`` open in all and ``max
 ``(scheme, host, port)`` (a burst to one receiver queues here instead of flooding its accept
 backlog; other receivers are not held up by it); one overall deadline
 (resolution, connect, pool wait, request and response); a connection that a server closed while
-idle is retried once on a fresh one. Responses: the status, the headers (lower-cased names), and
+idle is retried once on a fresh one, unless the caller says the request must not be sent twice. Responses: the status, the headers (lower-cased names), and
 the first ``body_limit`` bytes of the body; a body beyond ``drain_limit`` is not read to its end
 (the connection is closed instead) — or, with ``body_limit=None``, the whole body, however long.
 Redirects are never followed.
@@ -105,8 +105,8 @@ class Resolver(Protocol):
 
 
 class SystemResolver:
-    """The system's resolver (``getaddrinfo`` in the loop's executor; a numeric address is
-    answered without it)."""
+    """The system's resolver: ``getaddrinfo`` in the loop's executor (the pool keeps each
+    answer for 10 s)."""
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
