@@ -19,10 +19,10 @@ closed after ``idle_seconds``; at most ``max_connections`` open in all and ``max
 ``(scheme, host, port)`` (a burst to one receiver queues here instead of flooding its accept
 backlog; other receivers are not held up by it); one overall deadline
 (resolution, connect, pool wait, request and response); a connection that a server closed while
-idle is retried once on a fresh one, unless the caller says the request must not be sent twice. Responses: the status, the headers (lower-cased names), and
-the first ``body_limit`` bytes of the body; a body beyond ``drain_limit`` is not read to its end
-(the connection is closed instead) — or, with ``body_limit=None``, the whole body, however long.
-Redirects are never followed.
+idle is retried once on a fresh one, unless the caller says the request must not be sent twice.
+Responses: the status, the headers (lower-cased names), and the first ``body_limit`` bytes of the
+body; a body beyond ``drain_limit`` is not read to its end (the connection is closed instead) —
+or, with ``body_limit=None``, the whole body, however long. Redirects are never followed.
 """
 
 from __future__ import annotations
