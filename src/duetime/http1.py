@@ -143,6 +143,9 @@ class Origin:
 
     @classmethod
     def of(cls, url: URL) -> Origin:
+        """The origin of an ``http``/``https`` URL with a host; ``ValueError`` for any other."""
+        if not url.raw_host or url.scheme not in ("http", "https"):
+            raise ValueError(f"not an http(s) URL: {str(url)!r}")
         tls = url.scheme == "https"
         return cls(
             tls,
@@ -327,11 +330,12 @@ class HttpPool:
     ) -> Response:
         """Send one request and return its response. Raises :class:`TimeoutError` when
         ``timeout`` seconds pass first, or a :class:`HttpClientError`."""
-        host = url.raw_host
-        if not host or url.scheme not in ("http", "https"):
-            raise ConnectError(str(host), url.port or 0, ValueError("not an http(s) URL"))
+        try:
+            origin = Origin.of(url)
+        except ValueError as exc:
+            raise ConnectError(str(url.raw_host), url.port or 0, exc) from exc
         return await self.request_at(
-            Origin.of(url), method, url.raw_path_qs, headers, body, timeout=timeout
+            origin, method, url.raw_path_qs, headers, body, timeout=timeout
         )
 
     async def request_at(

@@ -25,16 +25,13 @@ from duetime.sdk.errors import (
     TransportError,
     error_from_response,
 )
-from duetime.sdk.http import Backend, Failure, HttpxBackend, Params, Reply
+from duetime.sdk.http import SAFE_METHODS, Backend, Failure, HttpxBackend, Params, Reply
 from duetime.version import __version__
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 DEFAULT_RETRIES = 3
 """Transient failures a call is tried again after, by default (see :class:`_Api`)."""
-
-_SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
-"""Methods whose repeat cannot do more than the first call did (HTTP idempotent methods)."""
 
 
 class _Unset:
@@ -149,7 +146,7 @@ class _Api:
         if body is not UNSET:
             content = orjson.dumps(body)
             headers = _JSON_HEADERS
-        repeatable = method in _SAFE_METHODS or (
+        repeatable = method in SAFE_METHODS or (
             isinstance(body, Mapping) and body.get("idempotency_key") is not None
         )
         attempt = 0

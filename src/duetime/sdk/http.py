@@ -17,9 +17,14 @@ from typing import Any, Protocol
 
 import httpx
 
-__all__ = ["Backend", "Failure", "HttpxBackend", "Params", "Reply"]
+__all__ = ["SAFE_METHODS", "Backend", "Failure", "HttpxBackend", "Params", "Reply"]
 
 Params = list[tuple[str, str | int | float | bool | None]]
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+"""Methods whose repeat cannot do more than the first call did (HTTP idempotent methods): the
+SDK tries them again after a timeout, and its transport re-sends them on a new connection when
+a kept-alive one turns out closed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,10 @@ from urllib.parse import urlencode
 from yarl import URL
 
 from duetime import http1
-from duetime.sdk.http import Failure, Params, Reply, query_value
+from duetime.sdk.http import SAFE_METHODS, Failure, Params, Reply, query_value
 
 __all__ = ["LeanBackend"]
 
-_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 IDLE_SECONDS = 4.0
 """How long a connection may wait idle for reuse: under uvicorn's default keep-alive (5 s), so
 the server is not the one closing it while a request goes out."""
@@ -38,9 +37,7 @@ class LeanBackend:
 
     def __init__(self, base_url: str, headers: Mapping[str, str], timeout: float) -> None:
         url = URL(base_url)
-        if url.scheme not in ("http", "https") or not url.raw_host:
-            raise ValueError(f"not an http(s) URL: {base_url!r}")
-        self._origin = http1.Origin.of(url)
+        self._origin = http1.Origin.of(url)  # ValueError for a URL that is not http(s)
         self._prefix = url.raw_path.rstrip("/")
         self._headers = list(headers.items())
         self._timeout = timeout
@@ -84,7 +81,7 @@ class LeanBackend:
                 all_headers,
                 content or b"",
                 timeout=self._timeout + extra_read_seconds,
-                retry_stale=method in _IDEMPOTENT,
+                retry_stale=method in SAFE_METHODS,
             )
         except http1.ConnectTimeoutError as exc:
             raise Failure(f"timed out connecting ({exc})", never_sent=True, timed_out=True) from exc
