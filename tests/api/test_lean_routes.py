@@ -11,17 +11,11 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from duetime.api.app import ROUTERS
+from duetime.api.hot_lane import HOT_ROUTES
 from duetime.api.lean import LeanRoute, is_lean
 from duetime.api.query_guard import reject_unknown_query
 
-HOT = {
-    ("POST", "/v1/tasks"),
-    ("POST", "/v1/tasks/batch"),
-    ("POST", "/v1/queues/{name}/lease"),
-    ("POST", "/v1/leases/complete"),
-    ("POST", "/v1/leases/fail"),
-    ("POST", "/v1/leases/{lease_id}/heartbeat"),
-}
+HOT = set(HOT_ROUTES)
 
 
 def test_the_app_depends_on_nothing_but_the_query_guard(app: FastAPI) -> None:
