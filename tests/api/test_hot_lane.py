@@ -193,3 +193,25 @@ async def test_in_dev_mode_the_lane_keeps_the_guard(store: Store) -> None:
                 _same(answer, await fastapi.post(path, **kwargs))
                 statuses.append(answer.status_code)
     assert statuses == [421, 415, 201]
+
+
+async def test_a_mounted_app_leaves_routing_to_fastapi(app: FastAPI, tenant: TenantKey) -> None:
+    # Under a root_path the router strips the prefix; the lane does not try to.
+    lane = _lane(app)
+    served: list[str] = []
+    rest = lane.rest
+
+    async def counted(scope: Scope, receive: Receive, send: Send) -> None:
+        served.append(scope["path"])
+        await rest(scope, receive, send)
+
+    lane.rest = counted
+    app.middleware_stack = lane
+    for root, path in [("", "/v1/tasks"), ("/api", "/api/v1/tasks")]:
+        transport = httpx.ASGITransport(app=app, root_path=root)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            created = await c.post(
+                path, json={"target": {"type": "worker"}}, headers=tenant.headers
+            )
+        assert created.status_code == 201, created.text
+    assert served == ["/api/v1/tasks"]  # the first went through the lane
