@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ from worker_fakes import FakeLeaseApi, problem, task_json
 
 import duetime
 from duetime.sdk import ApiUnauthorized
-from duetime.sdk.worker import Job, NonRetryable, Worker, WorkerConfig, WorkerStats
+from duetime.sdk.worker import Job, NonRetryable, Worker, WorkerConfig, WorkerStats, recent_pace
 
 FAST = WorkerConfig(wait_seconds=0.05, ack_flush_seconds=0.001, backoff_seconds=0.01)
 
@@ -157,13 +158,13 @@ async def test_large_payloads_come_in_smaller_lease_batches() -> None:
 
 
 async def test_the_default_prefetch_holds_at_most_four_lease_answers_of_bytes() -> None:
-    """After a quick spell the default prefetch follows what the worker finished (here 500),
-    but never more leases than fit in 4 x ``max_lease_bytes`` at their recent size; a prefetch
-    the caller fixed is left as it is."""
+    """After a quick spell the default prefetch follows the worker's pace (here 125 finished
+    at once: a pace of 500 a second), but never more leases than fit in 4 x
+    ``max_lease_bytes`` at their recent size; a prefetch the caller fixed is left as it is."""
     loop = asyncio.get_running_loop()
     worker = make_worker(FakeLeaseApi(), concurrency=2, max_lease_bytes=1000)
     worker._loop = loop
-    worker._finished.extend([loop.time()] * 500)
+    worker._finished.extend([loop.time()] * 125)
     assert worker._prefetch() == 500  # no answer seen yet: no size to go by
     worker._lease_sized(10_000, 100)  # 100 bytes a lease
     assert worker._prefetch() == 40
@@ -188,6 +189,19 @@ async def test_prefetch_refills_in_batches_not_one_by_one() -> None:
     stats, asked = await _drain_asking(api, worker, "quick")
     assert stats.succeeded == 40
     assert asked[0] == 11 and min(asked) >= 5, asked  # never a lease call per freed slot
+
+
+def test_the_pace_is_what_finished_in_the_horizon_or_its_rate_when_younger() -> None:
+    now = 100.0
+    assert recent_pace(deque(), now) == 0
+    # Finishing for the whole second: the count. Older finishes are dropped.
+    spread = deque([now - 1.5, now - 1.2] + [now - 1.0 + i * 0.01 for i in range(100)])
+    assert recent_pace(spread, now) == 100 and len(spread) == 100
+    # A worker that started finishing half a second ago: its rate over that half.
+    assert recent_pace(deque([now - 0.5] + [now] * 99), now) == 200
+    # The first calls of a burst: the rate over at least a quarter of a second, not 40 / 0.
+    assert recent_pace(deque([now] * 40), now) == 160
+    assert recent_pace(deque([now - 0.1] * 40), now) == 160
 
 
 def test_default_prefetch_follows_the_pace_of_handlers() -> None:
@@ -227,6 +241,20 @@ async def test_default_prefetch_grows_with_quick_handlers() -> None:
     assert asked[0] == 4, asked  # 2 slots + 2 prefetched (the floor: concurrency)
     assert max(asked) >= 50, asked
     assert max(asked) <= WorkerConfig().max_lease_batch
+
+
+async def test_a_burst_of_quick_tasks_reaches_full_lease_calls_within_a_dozen_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The prefetch follows the pace of the first finishes, not their count over a second
+    that has not passed yet (recent_pace): full calls within a dozen, where counting alone
+    took more than sixteen (4, 4, 6, 6, 6, 12, 12, 16, 22, 30, 40, 52, 70, 96, 126, 172).
+    Both spans are stretched alike, so a slow machine's ramp takes the same calls."""
+    monkeypatch.setattr("duetime.sdk.worker.PREFETCH_HORIZON_SECONDS", 40.0)
+    monkeypatch.setattr("duetime.sdk.worker.PREFETCH_MIN_SPAN_SECONDS", 10.0)
+    asked = await _lease_sizes(3000, 0)
+    full = WorkerConfig().max_lease_batch
+    assert full in asked[:12], asked
 
 
 async def test_default_prefetch_does_not_hoard_slow_tasks(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,11 +34,11 @@ How it runs: one loop leases tasks ahead of free slots — up to ``concurrency``
 ``prefetch`` waiting for a slot, as Celery's prefetch does — long-polling when idle and asking only
 for task names it has handlers for; it leases again once at most half the prefetch still waits,
 so each call brings a fuller batch. By default the prefetch follows the handlers' pace: about
-as many tasks as the worker finished in the last second (at least ``concurrency``, at most
-1,000), so quick tasks come in full batches while the next call travels, and slow ones are not
-hoarded while other workers idle. A prefetched lease is heart-beaten like a running one, so its
-lease covers the wait for a slot; a lease is read without model validation (``job.task`` is
-parsed on first use). Each task runs on its own
+as many tasks as the worker finishes in a second at its recent pace (at least ``concurrency``,
+at most 1,000), so quick tasks come in full batches while the next call travels, and slow ones
+are not hoarded while other workers idle. A prefetched lease is heart-beaten like a running
+one, so its lease covers the wait for a slot; a lease is read without model validation
+(``job.task`` is parsed on first use). Each task runs on its own
 (async handlers in the event loop, sync ones in a thread pool of ``concurrency`` threads);
 leases held longer than a third of ``lease_seconds`` are extended by heartbeats; completions and
 failures are sent in batches a few milliseconds apart. A lease the server says is stale (409:
@@ -120,9 +120,37 @@ MAX_HANDLERS = 100
 MAX_DEFAULT_PREFETCH = 1000
 """The default prefetch never holds more than this many waiting leases."""
 PREFETCH_HORIZON_SECONDS = 1.0
-"""The default prefetch holds about as many leases as the worker finished in this many seconds."""
+"""The default prefetch holds about as many leases as the worker finishes in this many seconds
+at its recent pace."""
+PREFETCH_MIN_SPAN_SECONDS = 0.25
+"""A pace is never taken from a shorter stretch of finished tasks than this (see
+:func:`recent_pace`)."""
 PREFETCH_BYTES_FACTOR = 4
 """The default prefetch holds at most this many ``max_lease_bytes`` of leases."""
+
+
+def recent_pace(finished: deque[float], now: float) -> int:
+    """How many tasks a worker finishes in :data:`PREFETCH_HORIZON_SECONDS` at its recent
+    pace, from the times its handlers finished (oldest first; those older than the horizon
+    are dropped from ``finished``).
+
+    A worker that has been finishing tasks for the whole horizon counts what it finished.
+    One that only started finishing ``span`` seconds ago — the first calls of a burst — has
+    its count scaled up to the horizon, ``span`` taken as at least
+    :data:`PREFETCH_MIN_SPAN_SECONDS`: 40 quick tasks in the first 0.1 s are a pace of 160,
+    where the count alone would make the prefetch grow by half a call per call, for a
+    second (docs/benchmarks.md, eighteenth session). Slow handlers are unaffected: until one
+    finishes, the pace is 0.
+    """
+    horizon = now - PREFETCH_HORIZON_SECONDS
+    while finished and finished[0] < horizon:
+        finished.popleft()
+    if not finished:
+        return 0
+    span = max(now - finished[0], PREFETCH_MIN_SPAN_SECONDS)
+    if span >= PREFETCH_HORIZON_SECONDS:
+        return len(finished)
+    return int(len(finished) * PREFETCH_HORIZON_SECONDS / span)
 
 
 class NonRetryable(Exception):
@@ -148,14 +176,14 @@ class WorkerConfig:
       payloads come in smaller batches (256 KiB payloads: 32 a call at the default 8 MiB).
     - ``prefetch``: how many leased tasks may wait for a free slot (beyond ``concurrency``
       running ones). None (the default) follows the handlers' pace: as many as the worker
-      finished in the last :data:`PREFETCH_HORIZON_SECONDS`, at least ``concurrency`` and at
-      most 1,000. Quick tasks then arrive in full batches (``max_lease_batch`` a call) while
-      the next call travels; slow ones wait in at most one round of slots, not behind this
-      worker while another idles. Leases taken during a quick spell stay held if the
-      handlers then slow down (at most 1,000, and at most what fits in four times
-      ``max_lease_bytes`` at the size per lease of recent answers). They are heart-beaten
-      while they wait (one call per lease each ``heartbeat_interval``) and released at a
-      stop. A number fixes it; 0 leases only for free slots.
+      finishes in :data:`PREFETCH_HORIZON_SECONDS` at its recent pace (:func:`recent_pace`),
+      at least ``concurrency`` and at most 1,000. Quick tasks then arrive in full batches
+      (``max_lease_batch`` a call) while the next call travels; slow ones wait in at most
+      one round of slots, not behind this worker while another idles. Leases taken during a
+      quick spell stay held if the handlers then slow down (at most 1,000, and at most what
+      fits in four times ``max_lease_bytes`` at the size per lease of recent answers). They
+      are heart-beaten while they wait (one call per lease each ``heartbeat_interval``) and
+      released at a stop. A number fixes it; 0 leases only for free slots.
     - ``ack_flush_seconds``, ``ack_batch_size``: acks wait at most this long, or until this many
       are buffered, before they are sent.
     - ``shutdown_grace_seconds``: how long running handlers may finish after a stop request.
@@ -202,8 +230,9 @@ class WorkerConfig:
         return self.heartbeat_seconds or self.lease_seconds / 3
 
     def prefetch_for(self, concurrency: int, finished_recently: int = 0) -> int:
-        """Leased tasks that may wait for a slot, for a worker of ``concurrency`` slots that
-        finished ``finished_recently`` tasks in the last :data:`PREFETCH_HORIZON_SECONDS`."""
+        """Leased tasks that may wait for a slot, for a worker of ``concurrency`` slots whose
+        handlers finish ``finished_recently`` tasks in :data:`PREFETCH_HORIZON_SECONDS` at
+        their recent pace (:func:`recent_pace`)."""
         if self.prefetch is not None:
             return self.prefetch
         return max(concurrency, min(finished_recently, MAX_DEFAULT_PREFETCH))
@@ -906,14 +935,13 @@ class Worker:
             )
 
     def _finished_recently(self) -> int:
-        """Handlers that finished within the last :data:`PREFETCH_HORIZON_SECONDS`."""
+        """Tasks the handlers finish in :data:`PREFETCH_HORIZON_SECONDS` at their recent pace
+        (:func:`recent_pace`)."""
         finished = self._finished
-        if finished:
-            assert self._loop is not None
-            horizon = self._loop.time() - PREFETCH_HORIZON_SECONDS
-            while finished and finished[0] < horizon:
-                finished.popleft()
-        return len(finished)
+        if not finished:
+            return 0
+        assert self._loop is not None
+        return recent_pace(finished, self._loop.time())
 
     def _free_slot(self) -> None:
         assert self._changed is not None and self._stopping is not None and self._loop is not None
