@@ -244,6 +244,56 @@ async def test_created_task_equals_the_stored_one(pg_url: str) -> None:
         assert created.task.depends_on == (parent.task.id,)
 
 
+async def test_created_statuses_follow_the_insert_rule_on_the_clock_it_returned(
+    pg_url: str,
+) -> None:
+    """The insert answers with its clock and a count, not a row per task: the status, run_at and
+    created_at each result reports (worked out by the core's rule) are what the rows hold, for
+    every starting status, and an existing idempotency key in the same batch is a hit."""
+    async with _stores(pg_url, 1) as (store,):
+        tenant = (await store.tenant_create("acme")).id
+        (first,) = await store.task_create_many(
+            [NewTask(tenant_id=tenant, target=WORKER, idempotency_key="seen")]
+        )
+        (pending,) = await store.task_create_many(
+            [NewTask(tenant_id=tenant, target=WORKER, run_at=datetime(2100, 1, 1, tzinfo=UTC))]
+        )
+        await store.task_cancel(tenant, pending.task.id)
+        (waiting,) = await store.task_create_many(
+            [NewTask(tenant_id=tenant, target=WORKER, run_at=datetime(2100, 1, 1, tzinfo=UTC))]
+        )
+        past, future = datetime(2001, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)
+        plain = [
+            NewTask(tenant_id=tenant, target=WORKER),
+            NewTask(tenant_id=tenant, target=WORKER, run_at=past),
+            NewTask(tenant_id=tenant, target=WORKER, run_at=future),
+            NewTask(tenant_id=tenant, target=WORKER, idempotency_key="seen"),
+            NewTask(tenant_id=tenant, target=WORKER, idempotency_key="new"),
+        ]
+        made = await store.task_create_many(plain)
+        assert [m.created for m in made] == [True, True, True, False, True]
+        assert made[3].task == first.task
+        children = await store.task_create_many(
+            [
+                NewTask(tenant_id=tenant, target=WORKER, depends_on=(waiting.task.id,)),
+                NewTask(tenant_id=tenant, target=WORKER, depends_on=(pending.task.id,)),
+            ]
+        )
+        statuses = [m.task.status for m in (*made, *children)]
+        assert statuses == [
+            TaskStatus.READY,
+            TaskStatus.READY,
+            TaskStatus.SCHEDULED,
+            TaskStatus.READY,  # the hit: the first task as it is
+            TaskStatus.READY,
+            TaskStatus.BLOCKED,
+            TaskStatus.FAILED,
+        ]
+        for m in (*made, *children):
+            assert m.task == await store.task_get(tenant, m.task.id)
+        assert made[0].task.run_at == made[0].task.created_at  # "now" is the database's
+
+
 # -- signals across nodes -----------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack, cast
 
 import httpx
+import orjson
 import pydantic
 
 from duetime import errors
@@ -124,10 +125,14 @@ class _Created(pydantic.BaseModel):
     items: list[Task]
 
 
-def _specs_json(specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A batch's task bodies, checked and dumped as one list by pydantic-core (per-batch work,
-    not per-item calls); a malformed item is a ValidationError naming ``tasks.<index>.<field>``
-    and nothing is sent."""
+def _batch_body(specs: Iterable[TaskSpec | Mapping[str, Any]]) -> orjson.Fragment:
+    """The body of ``POST /v1/tasks/batch``: the specs checked and written as JSON by
+    pydantic-core in one pass each (per-batch work, not per-item calls; ~1.3 us a task less
+    than dumping them to dicts and those to JSON, docs/benchmarks.md, nineteenth session); a
+    malformed item is a ValidationError naming ``tasks.<index>.<field>`` and nothing is sent.
+    As :meth:`TaskSpec.to_json`, None means "server default": the server reads a missing
+    payload as null, so leaving out every None (nested ones too, as in ``retry``) sends the same
+    request; None inside a payload is JSON null and stays."""
     items = [s if isinstance(s, TaskSpec) else dict(s) for s in specs]
     try:
         checked = _SPECS.validate_python(items)
@@ -135,9 +140,7 @@ def _specs_json(specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[dict[str,
         first = exc.errors()[0]
         where = ".".join(["tasks", *(str(p) for p in first["loc"])])
         raise errors.ValidationError(f"{where}: {first['msg']}", field=where) from exc
-    dumped: list[dict[str, Any]] = _SPECS.dump_python(checked, mode="json", exclude_unset=True)
-    # As TaskSpec.to_json: None means "server default", except for the payload.
-    return [{k: v for k, v in d.items() if v is not None or k == "payload"} for d in dumped]
+    return orjson.Fragment(b'{"tasks":' + _SPECS.dump_json(checked, exclude_none=True) + b"}")
 
 
 class _TaskCalls(_Api):
@@ -162,7 +165,7 @@ class _TaskCalls(_Api):
     async def create_tasks(self, specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[Task]:
         """Create up to 1,000 tasks in one call, all or nothing; results in input order."""
         with _collector_paused():
-            body = {"tasks": _specs_json(specs)}
+            body = _batch_body(specs)
         response = await self._send("POST", "/v1/tasks/batch", body=body)
         with _collector_paused():
             return _Created.model_validate_json(response.content).items

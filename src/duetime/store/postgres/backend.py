@@ -137,9 +137,7 @@ class PostgresStore(
         # Connections kept in hand between calls (asyncpg's acquire and release cost two tasks
         # each time): as many as the creates' group commit may run at once.
         self._kept = KeptConnections(keep=max(1, self._pool_max // 2))
-        self._inserts = InsertBatcher(
-            self._insert_run, row_id=_row_id, record_id=_record_id, slots=max(1, pool_max // 2)
-        )
+        self._inserts = InsertBatcher(self._insert_run, slots=max(1, pool_max // 2))
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -287,11 +285,3 @@ async def _keep_session(_conn: object) -> None:
     on every release, a round trip per call; this store leaves no session state behind (no SET,
     no LISTEN on pooled connections, advisory locks released explicitly). An open transaction is
     still rolled back by asyncpg before this hook runs."""
-
-
-def _row_id(row: asyncpg.Record) -> str:
-    return str(row["id"])
-
-
-def _record_id(record: tuple[Any, ...]) -> str:
-    return str(record[0])

@@ -18,7 +18,8 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +109,7 @@ class PgHot:
 
     ready_signal: PgSignal
     due_signal: PgSignal
-    _inserts: InsertBatcher[asyncpg.Record]
+    _inserts: InsertBatcher[tuple[Any, ...], Inserted]
     # Queues with a limit, cached (class-level defaults; queue_put resets ``_limited_at``).
     _limited_at: float = -math.inf
     _limited: frozenset[tuple[str, str]] = frozenset()
@@ -150,8 +151,8 @@ class PgHot:
             if not is_uuid(parent):
                 raise rules.unknown_parent(parent)
         with _storable():
-            inserted, hits = await self._insert(fresh, ids, parents)
-        made = _made(fresh, ids, parents, inserted, hits)
+            inserted, hits, statuses = await self._insert(fresh, ids, parents)
+        made = _made(fresh, ids, parents, inserted, hits, statuses)
         rules.announce_created(made, self.ready_signal, self.due_signal)
         return rules.in_input_order(slots, made)
 
@@ -181,23 +182,26 @@ class PgHot:
                 hits = await _fetch_hits(conn, fresh, ids, inserted)
                 leases = await self._claim(conn, kind, claim)
         made = rules.announce_handed_over(
-            _made(fresh, ids, parents, inserted, hits), leases, self.ready_signal, self.due_signal
+            _made(fresh, ids, parents, inserted, hits, None),
+            leases,
+            self.ready_signal,
+            self.due_signal,
         )
         return rules.in_input_order(slots, made), leases
 
     async def _insert(
         self, fresh: list[NewTask], ids: list[str], parents: list[tuple[str, ...]]
-    ) -> tuple[dict[str, asyncpg.Record], dict[tuple[str, str], Task]]:
-        """Insert ``fresh`` under ``ids``: the rows inserted by id, and the existing tasks behind
-        idempotent hits by (tenant, key)."""
+    ) -> tuple[Inserted, dict[tuple[str, str], Task], list[list[str]] | None]:
+        """Insert ``fresh`` under ``ids``: what the insert said, the existing tasks behind
+        idempotent hits by (tenant, key), and each task's parent statuses (None: no parents)."""
         pinned, n = self._pinned(), len(fresh)
         if not any(parents):  # one statement, which concurrent creates may share
             records = task_input_records(fresh, ids, parents, [0] * n, [False] * n)
-            inserted = {str(r["id"]): r for r in await self._inserts.insert(pinned, records)}
-            if len(inserted) == n:
-                return inserted, {}  # no idempotent hit: no connection to read them on
+            inserted = await self._inserts.insert(pinned, records)
+            if not inserted.absent:
+                return inserted, {}, None  # no idempotent hit: no connection to read them on
             async with self._connection() as conn:
-                return inserted, await _fetch_hits(conn, fresh, ids, inserted)
+                return inserted, await _fetch_hits(conn, fresh, ids, inserted), None
         async with self._transaction() as conn:
             # Locked parents: their completion waits for our task_deps rows, or we read its end.
             wanted = sorted({p for group in parents for p in group})
@@ -219,7 +223,7 @@ class PgHot:
             blocked = [
                 i
                 for i, task_id in enumerate(ids)
-                if task_id in inserted and inserted[task_id]["status"] == "blocked"
+                if task_id not in inserted.absent and pending[i] and not dep_failed[i]
             ]
             if blocked:
                 await conn.execute(
@@ -229,17 +233,12 @@ class PgHot:
                         child_ids=[ids[i] for i in blocked for _ in parents[i]],
                     )
                 )
-            return inserted, await _fetch_hits(conn, fresh, ids, inserted)
+            return inserted, await _fetch_hits(conn, fresh, ids, inserted), statuses
 
-    async def _insert_run(
-        self, pinned: Hashable, records: list[tuple[Any, ...]]
-    ) -> list[asyncpg.Record]:
+    async def _insert_run(self, pinned: Hashable, records: list[tuple[Any, ...]]) -> Inserted:
         """One ``task_insert`` statement (the :class:`InsertBatcher`'s runner)."""
         async with self._connection() as conn:
-            found: list[asyncpg.Record] = await conn.fetch(
-                *bind("task_insert", now=pinned, tasks=records)
-            )
-        return found
+            return await _insert_records(conn, pinned, records)
 
     # -- claim ------------------------------------------------------------------------------
 
@@ -601,21 +600,33 @@ class PgHot:
             self.ready_signal.notify()
 
 
+@dataclass(frozen=True, slots=True)
+class Inserted:
+    """What one ``task_insert`` said: the clock it stamped the tasks with, and the ids it was
+    sent but did not insert (their idempotency key exists)."""
+
+    now: datetime
+    absent: frozenset[str]
+
+
 def _made(
     fresh: Sequence[NewTask],
     ids: Sequence[str],
     parents: Sequence[tuple[str, ...]],
-    inserted: Mapping[str, asyncpg.Record],
+    inserted: Inserted,
     hits: Mapping[tuple[str, str], Task],
+    statuses: Sequence[Sequence[str]] | None,
 ) -> list[TaskCreated]:
-    """What a create made of each new task: the inserted row (its status as the database
-    decided), or the existing task behind an idempotent hit."""
+    """What a create made of each new task: the task as its row now reads (the status by the
+    rule ``task_insert`` applied, on the clock it returned; ``statuses`` are the parents'),
+    or the existing task behind an idempotent hit."""
+    now, absent = inserted.now, inserted.absent
     made: list[TaskCreated] = []
-    for new, task_id, group in zip(fresh, ids, parents, strict=True):
-        row = inserted.get(task_id)
-        if row is not None:
-            status, run_at, at = _STATUS[row["status"]], row["run_at"], row["created_at"]
-            task = rules.created_task(new, task_id, status, group, run_at, at)
+    for i, (new, task_id, group) in enumerate(zip(fresh, ids, parents, strict=True)):
+        if task_id not in absent:
+            run_at = now if new.run_at is None else _utc(new.run_at)
+            status, _ = rules.starting_status(statuses[i] if statuses else (), run_at, now)
+            task = rules.created_task(new, task_id, status, group, run_at, now)
             made.append(TaskCreated(task=task, created=True))
             continue
         hit = hits.get((new.tenant_id, new.idempotency_key or ""))
@@ -623,6 +634,15 @@ def _made(
             raise Conflict(f"task with idempotency key {new.idempotency_key!r} vanished")
         made.append(TaskCreated(task=hit, created=False))
     return made
+
+
+def _utc(at: datetime) -> datetime:
+    """``at`` as the database gives a ``timestamptz`` back: in UTC (naive counts as UTC)."""
+    if at.tzinfo is UTC:
+        return at
+    if at.tzinfo is None:
+        return at.replace(tzinfo=UTC)
+    return at.astimezone(UTC)
 
 
 def _opt_float(value: float | None) -> float | None:
@@ -659,21 +679,32 @@ async def _insert_on(
     parents: list[tuple[str, ...]],
     pending: list[int] | None = None,
     dep_failed: list[bool] | None = None,
-) -> dict[str, asyncpg.Record]:
+) -> Inserted:
     """One ``task_insert`` of ``fresh`` under ``ids`` on ``conn`` (inside the caller's
-    transaction): the inserted rows by id. Without ``pending``/``dep_failed``: no task waits on
-    a parent."""
+    transaction). Without ``pending``/``dep_failed``: no task waits on a parent."""
     n = len(fresh)
     records = task_input_records(fresh, ids, parents, pending or [0] * n, dep_failed or [False] * n)
-    found = await conn.fetch(*bind("task_insert", now=pinned, tasks=records))
-    return {str(r["id"]): r for r in found}
+    return await _insert_records(conn, pinned, records)
+
+
+async def _insert_records(conn: Conn, pinned: Hashable, records: list[tuple[Any, ...]]) -> Inserted:
+    """``task_insert`` of ``records``, and, when it inserted fewer, which it left out."""
+    row = await conn.fetchrow(*bind("task_insert", now=pinned, tasks=records))
+    assert row is not None  # an aggregate answers one row
+    absent: frozenset[str] = frozenset()
+    if row["inserted"] < len(records):
+        sent = [r[0] for r in records]
+        found = await conn.fetch(*bind("task_ids_present", ids=sent))
+        present = {r["id"] for r in found}
+        absent = frozenset(i for i in sent if i not in present)
+    return Inserted(row["now"], absent)
 
 
 async def _fetch_hits(
-    conn: Conn, fresh: list[NewTask], ids: list[str], inserted: dict[str, asyncpg.Record]
+    conn: Conn, fresh: list[NewTask], ids: list[str], inserted: Inserted
 ) -> dict[tuple[str, str], Task]:
     """The existing tasks behind idempotent hits, by (tenant, key)."""
-    missing = [t for t, task_id in zip(fresh, ids, strict=True) if task_id not in inserted]
+    missing = [t for t, task_id in zip(fresh, ids, strict=True) if task_id in inserted.absent]
     if not missing:
         return {}
     found = await conn.fetch(
