@@ -24,9 +24,7 @@ untyped, through ``__getattr__``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import gc
 import inspect
 import threading
 import weakref
@@ -40,6 +38,7 @@ import orjson
 import pydantic
 
 from duetime import errors
+from duetime.collector import collector_paused
 from duetime.sdk._http import (
     DEFAULT_RETRIES,
     DEFAULT_URL,
@@ -99,24 +98,6 @@ def _spec_from(spec: TaskSpec | Mapping[str, Any]) -> TaskSpec:
 _SPECS = pydantic.TypeAdapter(list[TaskSpec])
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's garbage collector off for a stretch that only allocates what it keeps (checking
-    1,000 specs, decoding 1,000 tasks), then back as it was. Left on, the tens of thousands of
-    objects such a stretch makes set off a full collection every call or two, and each walks
-    every object of the caller's process: ~11 us per task in the SDK's batch benchmark
-    (docs/benchmarks.md, ninth session). No await happens inside, so no other coroutine runs
-    while it is off."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 class _Created(pydantic.BaseModel):
     """The answer of ``POST /v1/tasks/batch``, validated from its JSON in one pass."""
 
@@ -164,10 +145,10 @@ class _TaskCalls(_Api):
 
     async def create_tasks(self, specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[Task]:
         """Create up to 1,000 tasks in one call, all or nothing; results in input order."""
-        with _collector_paused():
+        with collector_paused():
             body = _batch_body(specs)
         response = await self._send("POST", "/v1/tasks/batch", body=body)
-        with _collector_paused():
+        with collector_paused():
             return _Created.model_validate_json(response.content).items
 
     async def get_task(self, task_id: str) -> Task:

@@ -43,6 +43,7 @@ from duetime.api.schemas import (
     TaskOut,
     TaskPatchIn,
 )
+from duetime.collector import collector_paused
 from duetime.errors import NotFound, ValidationError
 from duetime.history.actor import acting_as
 from duetime.history.query import history_attempts
@@ -111,16 +112,18 @@ async def create_tasks(request: Request) -> Response:
     ``idempotency_key`` exists already come back as they are."""
     call = await tenant_call(request)
     raw = await read_body(request, services(request).batch_body_limit)
-    bodies = parse_batch(raw)
-    if bodies is None:  # not valid, or not read as plain: pydantic reads it and names the field
-        bodies = [*validated(raw, TaskBatchCreate).tasks]
+    with collector_paused():
+        bodies = parse_batch(raw)
+        if bodies is None:  # not valid, or not read as plain: pydantic reads and names the field
+            bodies = [*validated(raw, TaskBatchCreate).tasks]
     new = await call.builder.new_tasks(call.store, call.tenant_id, bodies, batch=True)
     await call.quotas.admit_tasks(call.tenant_id, len(new))
     try:
         results = await _create(call, new, request)
     except ValidationError as exc:  # the store names `depends_on`; say which task's
         raise located(exc, new) from None
-    return render.json_response({"items": [render.task(r.task) for r in results]}, 201)
+    with collector_paused():
+        return render.json_response({"items": [render.task(r.task) for r in results]}, 201)
 
 
 @router.get(

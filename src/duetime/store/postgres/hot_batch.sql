@@ -33,7 +33,8 @@ made AS (
              WHEN coalesce(i.run_at, c.now) <= c.now THEN 'ready'
              ELSE 'scheduled' END,
         1, i.target_type, i.target, i.payload, i.idempotency_key, i.priority, i.retry,
-        i.timeout_seconds, i.depends_on, i.pending_parents, false, i.concurrency_key, i.labels,
+        i.timeout_seconds, coalesce(i.depends_on, '{}'), i.pending_parents, false, i.concurrency_key,
+        i.labels,
         0, 0, i.schedule_id, i.scheduled_for, coalesce(i.run_at, c.now),
         coalesce(i.run_at, c.now), c.now, c.now,
         CASE WHEN i.dep_failed THEN c.now END,
