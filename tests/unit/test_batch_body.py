@@ -2,7 +2,8 @@
 
 For any body: when ``TaskBatchCreate`` refuses it, ``parse_batch`` hands it back to pydantic
 (None), so the 422 is the one pydantic words; when pydantic accepts it, both readings build the
-same ``NewTask`` list (or the same error from the builder: payload size, target check).
+same ``NewTask`` list (or the same error from the builder: payload size, target check). The same
+holds for a single create's body (``parse_single`` against ``TaskCreate``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from duetime.api.batch_body import parse_batch
+from duetime.api.batch_body import parse_batch, parse_single
 from duetime.api.convert import TaskBuilder
 from duetime.api.schemas import TaskBatchCreate, TaskCreate
 from duetime.errors import ValidationError
@@ -39,9 +40,9 @@ def _refuse_private(target: Any) -> None:
 BUILDER = TaskBuilder(64, validate_target=_refuse_private)
 
 
-def _build(bodies: list[Any]) -> list[NewTask] | str:
+def _build(bodies: list[Any], batch: bool = True) -> list[NewTask] | str:
     try:
-        return asyncio.run(BUILDER.new_tasks(_Clock(), "t1", bodies, batch=True))
+        return asyncio.run(BUILDER.new_tasks(_Clock(), "t1", bodies, batch=batch))
     except ValidationError as exc:
         return f"{type(exc).__name__}: {exc.field}: {exc.detail}"
 
@@ -58,6 +59,19 @@ def _compare(raw: bytes) -> None:
     if fast is None:
         return  # read by pydantic: the old path exactly
     assert _build(fast) == _build(models), raw
+
+
+def _compare_single(raw: bytes) -> None:
+    try:
+        model: TaskCreate | None = TaskCreate.model_validate_json(raw)
+    except pydantic.ValidationError:
+        model = None
+    fast = parse_single(raw)
+    if model is None:
+        assert fast is None, raw
+        return
+    if fast is not None:
+        assert _build([fast], batch=False) == _build([model], batch=False), raw
 
 
 texts = st.one_of(
@@ -193,6 +207,36 @@ def test_plain_reading_agrees_with_pydantic(tasks: list[Any]) -> None:
 @given(st.lists(good_items, min_size=1, max_size=4))
 def test_plain_reading_builds_the_same_tasks(tasks: list[Any]) -> None:
     _compare(json.dumps({"tasks": tasks}).encode())
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(items, good_items))
+def test_a_single_body_is_read_as_pydantic_reads_it(task: Any) -> None:
+    _compare_single(json.dumps(task).encode())
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"null",
+        b"[]",
+        b'{"target": {"type": "worker"}} x',
+        b'{"target": {"type": "worker"}, "payload": 18446744073709551616}',
+        b'{"target": {"type": "worker"}, "payload": NaN}',
+        b'{"target": {"type": "worker"}, "name": "a\\u0000"}',
+        b'{"target": {"type": "worker"}, "queue": "b c", "queue": "a"}',
+        b'{"target": {"type": "worker"}, "payload": "' + b"x" * 100 + b'"}',
+    ],
+)
+def test_edge_single_bodies_agree(raw: bytes) -> None:
+    _compare_single(raw)
+
+
+def test_a_plain_single_body_is_read_without_a_model() -> None:
+    raw = b'{"target": {"type": "worker"}, "payload": {"k": 1}, "run_at": "2030-01-01T00:00:00Z"}'
+    assert isinstance(parse_single(raw), tuple)
+    _compare_single(raw)
 
 
 @pytest.mark.parametrize(

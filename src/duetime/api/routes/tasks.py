@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
-from duetime.api.batch_body import parse_batch
+from duetime.api.batch_body import parse_batch, parse_single
 from duetime.api.batch_errors import located
 from duetime.api.convert import encode_cursor, path_id, task_filter
 from duetime.api.deps import (
@@ -92,7 +92,9 @@ async def _create(call: Caller, new: list[NewTask], request: Request) -> list[Ta
 async def create_task(request: Request) -> Response:
     """Create a task; the same ``idempotency_key`` again returns the first task with 200."""
     call = await tenant_call(request)
-    body = await json_body(request, TaskCreate)
+    raw = await read_body(request, services(request).body_limit)
+    plain = parse_single(raw)  # a plain item, as in a batch, needs no model (ADR 0006)
+    body = validated(raw, TaskCreate) if plain is None else plain
     new = await call.builder.new_tasks(call.store, call.tenant_id, [body], batch=False)
     await call.quotas.admit_tasks(call.tenant_id, 1)
     (created,) = await _create(call, new, request)
