@@ -288,3 +288,34 @@ def test_a_plain_batch_is_read_without_models() -> None:
     assert isinstance(found[0], tuple)
     assert isinstance(found[1], TaskCreate)
     _compare(raw)
+
+
+def test_a_batch_checks_each_distinct_plain_target_once() -> None:
+    """Items mostly share a target: the network guard runs once per distinct one, and each task
+    still gets its own copy of the target as the guard left it."""
+    seen: list[Any] = []
+
+    def check(target: Any) -> Any:
+        seen.append(dict(target))
+        return {**target, "checked": len(seen)}
+
+    hook = {"type": "http", "url": "https://example.com/h"}
+    items = [{"target": hook}, {"target": {"type": "worker"}}, {"target": hook}, {"target": hook}]
+    found = parse_batch(json.dumps({"tasks": items}).encode())
+    assert found is not None
+    built = asyncio.run(
+        TaskBuilder(64, validate_target=check).new_tasks(_Clock(), "t", found, batch=True)
+    )
+    assert [t["url"] for t in seen if "url" in t] == ["https://example.com/h"]
+    assert len(seen) == 2
+    assert [t.target["checked"] for t in built] == [1, 2, 1, 1]
+    assert built[0].target == built[2].target and built[0].target is not built[2].target
+
+
+def test_a_refused_target_names_its_first_item() -> None:
+    items = [{"target": {"type": "worker"}}] + [
+        {"target": {"type": "http", "url": "http://internal/h"}}
+    ] * 2
+    found = parse_batch(json.dumps({"tasks": items}).encode())
+    assert found is not None
+    assert _build(found) == "ValidationError: tasks.1.target.url: private address"

@@ -81,19 +81,36 @@ class TaskBuilder:
         now: datetime | None = None
         if any(isinstance(body, TaskCreate) and body.delay_seconds for body in bodies):
             now = await store.now()
+        checked: dict[tuple[Any, ...], Mapping[str, Any]] = {}
         return [
-            self.new_plain(body, tenant_id, f"tasks.{i}." if batch else "")
+            self.new_plain(body, tenant_id, f"tasks.{i}." if batch else "", checked)
             if isinstance(body, tuple)
             else self.new_task(body, tenant_id, now, f"tasks.{i}." if batch else "")
             for i, body in enumerate(bodies)
         ]
 
-    def new_plain(self, plain: Plain, tenant_id: str, prefix: str) -> NewTask:
+    def new_plain(
+        self,
+        plain: Plain,
+        tenant_id: str,
+        prefix: str,
+        checked: dict[tuple[Any, ...], Mapping[str, Any]] | None = None,
+    ) -> NewTask:
         """The :class:`NewTask` of a plain batch item: what :meth:`new_task` makes of the same
-        item read by ``TaskCreate`` (no retry, parents, delay, idempotency key or reference)."""
+        item read by ``TaskCreate`` (no retry, parents, delay, idempotency key or reference).
+
+        ``checked`` holds the targets this call has checked already, as stored, by what tells
+        plain targets apart (type, URL and method; a plain one has no headers): a batch checks
+        each distinct target once (its items mostly share one)."""
         target, payload, name, queue, run_at, priority, timeout, labels, key = plain
         if self.validate_target is not None:
-            target = dict(self._check_target(target, prefix))
+            seen = (target["type"], target.get("url"), target.get("method"))
+            stored = None if checked is None else checked.get(seen)
+            if stored is None:
+                stored = self._check_target(target, prefix)
+                if checked is not None:
+                    checked[seen] = stored
+            target = dict(stored)
         return NewTask(
             tenant_id=tenant_id,
             target=target,
