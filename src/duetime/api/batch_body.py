@@ -94,8 +94,9 @@ def parse_batch(raw: bytes) -> list[Plain | TaskCreate] | None:
     if type(items) is not list or not 1 <= len(items) <= MAX_BATCH:
         return None
     out: list[Plain | TaskCreate] = []
+    urls: dict[str, bool] = {}  # a batch's items mostly share a URL: each is parsed once
     for item in items:
-        found: Plain | TaskCreate | None = _plain_item(item)
+        found: Plain | TaskCreate | None = _plain_item(item, urls)
         if found is None:
             if type(item) is not dict:
                 return None
@@ -110,7 +111,7 @@ def parse_batch(raw: bytes) -> list[Plain | TaskCreate] | None:
 def parse_single(raw: bytes) -> Plain | None:
     """The body of ``POST /v1/tasks`` as a :data:`Plain` tuple when it is a plain item (as in a
     batch); None when ``TaskCreate`` must read it (anything else, valid or not)."""
-    return _plain_item(_loaded(raw))
+    return _plain_item(_loaded(raw), {})
 
 
 def _loaded(raw: bytes) -> Any:
@@ -123,12 +124,12 @@ def _loaded(raw: bytes) -> Any:
         return None
 
 
-def _plain_item(item: Any) -> Plain | None:
+def _plain_item(item: Any, urls: dict[str, bool]) -> Plain | None:
     """``item`` as a :data:`Plain` tuple when it uses only plain fields and every one is valid
     as ``TaskCreate`` says; None otherwise (never an error)."""
     if type(item) is not dict or not _PLAIN_FIELDS.issuperset(item):
         return None
-    target = _target(item.get("target"))
+    target = _target(item.get("target"), urls)
     if target is None:
         return None
     payload = item.get("payload")
@@ -169,8 +170,9 @@ def _plain_item(item: Any) -> Plain | None:
     return (target, payload, name, queue, run_at, priority, timeout, labels, key)
 
 
-def _target(target: Any) -> dict[str, Any] | None:
-    """A worker target, or a webhook target without headers, as its model dumps it."""
+def _target(target: Any, urls: dict[str, bool]) -> dict[str, Any] | None:
+    """A worker target, or a webhook target without headers, as its model dumps it. ``urls``:
+    whether each URL seen before in this body is a webhook's."""
     if type(target) is not dict:
         return None
     kind = target.get("type")
@@ -183,10 +185,13 @@ def _target(target: Any) -> dict[str, Any] | None:
     headers = target.get("headers", {})
     if type(url) is not str or len(url) > 2048:
         return None
-    try:
-        if not url_has_scheme(url, ("http", "https")):
-            return None
-    except ValueError:  # urlsplit's refusal: pydantic's value_error
+    usable = urls.get(url)
+    if usable is None:
+        try:
+            usable = urls[url] = url_has_scheme(url, ("http", "https"))
+        except ValueError:  # urlsplit's refusal: pydantic's value_error
+            usable = urls[url] = False
+    if not usable:
         return None
     if type(method) is not str or method not in _HTTP_METHODS:
         return None
