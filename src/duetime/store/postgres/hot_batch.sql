@@ -9,43 +9,51 @@
 -- plan, and a one-task create or ack was planned afresh on every call (0.06 and 0.2-0.4 ms;
 -- docs/benchmarks.md, thirteenth session).
 
--- name: task_insert
+-- fragment: task_insert_rows
 -- :tasks is a task_input[]. The starting status is the rule of duetime.store.core.hot
 -- (starting_status): the caller decides dep_failed and pending_parents from the parents it has
 -- locked in the same transaction; only "ready or scheduled" is decided here, by the database
--- clock (see docs/adr/0005-store-core.md, and the test that pins both agree). The answer is one
--- row: that clock and how many tasks were inserted. The caller knows every other column and
--- works out each status by the same rule on the clock returned (no row back per task: ~1.3 us
--- of the node's CPU a task, docs/benchmarks.md, nineteenth session); when fewer were inserted
--- than sent (idempotency keys that exist), task_ids_present says which.
-WITH c AS (SELECT coalesce(:now::timestamptz, now()) AS now),
-made AS (
-    INSERT INTO tasks AS t (
-        id, tenant_id, name, queue, status, version, target_type, target, payload,
-        idempotency_key, priority, retry, timeout_seconds, depends_on, pending_parents,
-        has_dependents, concurrency_key, labels, attempts, series_start, schedule_id,
-        scheduled_for, run_at, due_at, created_at, updated_at, finished_at, last_error,
-        cancel_requested, traceparent, request_hash, payload_ref)
-    SELECT
-        i.id, i.tenant_id, i.name, i.queue,
-        CASE WHEN i.dep_failed THEN 'failed'
-             WHEN i.pending_parents > 0 THEN 'blocked'
-             WHEN coalesce(i.run_at, c.now) <= c.now THEN 'ready'
-             ELSE 'scheduled' END,
-        1, i.target_type, i.target, i.payload, i.idempotency_key, i.priority, i.retry,
-        i.timeout_seconds, coalesce(i.depends_on, '{}'), i.pending_parents, false, i.concurrency_key,
-        i.labels,
-        0, 0, i.schedule_id, i.scheduled_for, coalesce(i.run_at, c.now),
-        coalesce(i.run_at, c.now), c.now, c.now,
-        CASE WHEN i.dep_failed THEN c.now END,
-        CASE WHEN i.dep_failed THEN 'a task it depends on failed or was cancelled' END,
-        false, i.traceparent, i.request_hash, i.payload_ref
-    FROM unnest((SELECT :tasks::task_input[])) AS i
-    CROSS JOIN c
-    ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING 1
+-- clock (see docs/adr/0005-store-core.md, and the test that pins both agree). Only created_at
+-- (that clock) comes back: the caller knows every other column and works out each status by the
+-- same rule on it (no row of columns back per task: ~1.3 us of the node's CPU a task,
+-- docs/benchmarks.md, nineteenth session); when fewer were inserted than sent (idempotency keys
+-- that exist), task_ids_present says which.
+INSERT INTO tasks AS t (
+    id, tenant_id, name, queue, status, version, target_type, target, payload,
+    idempotency_key, priority, retry, timeout_seconds, depends_on, pending_parents,
+    has_dependents, concurrency_key, labels, attempts, series_start, schedule_id,
+    scheduled_for, run_at, due_at, created_at, updated_at, finished_at, last_error,
+    cancel_requested, traceparent, request_hash, payload_ref)
+SELECT
+    i.id, i.tenant_id, i.name, i.queue,
+    CASE WHEN i.dep_failed THEN 'failed'
+         WHEN i.pending_parents > 0 THEN 'blocked'
+         WHEN coalesce(i.run_at, c.now) <= c.now THEN 'ready'
+         ELSE 'scheduled' END,
+    1, i.target_type, i.target, i.payload, i.idempotency_key, i.priority, i.retry,
+    i.timeout_seconds, coalesce(i.depends_on, '{}'), i.pending_parents, false, i.concurrency_key,
+    i.labels, 0, 0, i.schedule_id, i.scheduled_for, coalesce(i.run_at, c.now),
+    coalesce(i.run_at, c.now), c.now, c.now,
+    CASE WHEN i.dep_failed THEN c.now END,
+    CASE WHEN i.dep_failed THEN 'a task it depends on failed or was cancelled' END,
+    false, i.traceparent, i.request_hash, i.payload_ref
+FROM unnest((SELECT :tasks::task_input[])) AS i
+CROSS JOIN (SELECT coalesce(:now::timestamptz, now()) AS now) AS c
+ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING t.created_at
+
+-- name: task_insert
+-- Several tasks: one row back, the clock (NULL when none was inserted) and the count.
+WITH made AS (
+-- include: task_insert_rows
 )
-SELECT (SELECT now FROM c) AS now, (SELECT count(*) FROM made) AS inserted;
+SELECT max(created_at) AS now, count(*) AS inserted FROM made;
+
+-- name: task_insert_one
+-- One task: its clock, or no row when an idempotency key met an existing task (as a one-row
+-- statement this shape costs PostgreSQL ~10 us less than task_insert's: docs/benchmarks.md).
+-- include: task_insert_rows
+;
 
 -- name: task_ids_present
 -- Which of the ids a task_insert just sent are tasks: those not inserted met an existing
