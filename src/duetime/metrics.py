@@ -9,7 +9,10 @@ keeps the :data:`MAX_QUEUE_SERIES` largest (tenant, queue) pairs and adds up the
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import math
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Set
 from typing import Any, TypeVar
@@ -118,6 +121,28 @@ class _Recorder:
 
     def set(self, value: float) -> None:
         self._events.append((*self._key, "set", value))
+
+
+def observe_many(histogram: Any, amounts: Iterable[float]) -> None:
+    """Observe each of ``amounts`` (finite numbers) on ``histogram``, a Histogram or one of its
+    :func:`child` series: the counts and sum one ``observe`` each would give, with one update
+    per bucket touched. A lease of 500 tasks observed its due-lags one by one, two locked
+    increments each: ~10 % of the lease route's CPU (docs/benchmarks.md, nineteenth session).
+    Reads prometheus-client's histogram fields (``_upper_bounds``, ``_buckets``, ``_sum``,
+    stable since 0.4); a recorder of a dispatcher process records them one by one."""
+    bounds = getattr(histogram, "_upper_bounds", None)
+    if bounds is None:
+        for amount in amounts:
+            histogram.observe(amount)
+        return
+    values = list(amounts)
+    if not values:
+        return
+    histogram._raise_if_not_observable()
+    histogram._sum.inc(math.fsum(values))
+    # observe() counts an amount in the first bucket whose bound is >= it: bisect_left.
+    for index, count in collections.Counter(bisect_left(bounds, v) for v in values).items():
+        histogram._buckets[index].inc(count)
 
 
 def forward() -> list[Event]:

@@ -241,12 +241,16 @@ class LeaseHub:
         if leases:
             self.pulse.add(len(leases))
             metrics.child(metrics.LEASES_GRANTED, queue).inc(len(leases))
-            lag = metrics.child(metrics.DUE_LAG, queue)
-            for lease in leases:
-                task = lease.task
-                if task.started_at is not None:
-                    lag.observe(max(0.0, (task.started_at - task.due_at).total_seconds()))
-                if tracing.ENABLED:
+            metrics.observe_many(
+                metrics.child(metrics.DUE_LAG, queue),
+                [
+                    max(0.0, (t.started_at - t.due_at).total_seconds())
+                    for t in (lease.task for lease in leases)
+                    if t.started_at is not None
+                ],
+            )
+            if tracing.ENABLED:
+                for lease in leases:
                     trace_lease(lease)
         return leases
 
