@@ -138,6 +138,27 @@ async def test_create_task_from_a_spec_sends_an_explicit_null_payload() -> None:
     assert api.body(1) == {"target": {"type": "worker"}, "retry": {"jitter": 0.0}}
 
 
+async def test_none_means_the_servers_default_inside_retry_too() -> None:
+    """A ``RetrySpec`` field left at None is not sent (the server refuses null there), in a
+    single create as in a batch; None inside a payload is JSON null and stays."""
+    api = Recorder(
+        httpx.Response(201, json=task_json()),
+        httpx.Response(201, json={"items": [task_json()]}),
+    )
+    spec = TaskSpec(
+        target=worker_target(),
+        payload={"a": None},
+        retry=RetrySpec(max_attempts=3, jitter=None),
+        name=None,
+    )
+    async with client_for(api) as client:
+        await client.create_task(spec)
+        await client.create_tasks([spec])
+    sent = {"target": {"type": "worker"}, "payload": {"a": None}, "retry": {"max_attempts": 3}}
+    assert api.body(0) == sent
+    assert api.body(1) == {"tasks": [sent]}
+
+
 async def test_create_task_rejects_bad_input_before_sending() -> None:
     api = Recorder()
     async with client_for(api) as client:

@@ -59,10 +59,14 @@ class _Request(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The request body: only the fields the caller set, ``None`` meaning "server default"
-        (except where JSON ``null`` is a meaningful value, such as ``payload``)."""
-        data = self.model_dump(mode="json", exclude_unset=True)
-        keep = self._nullable_fields()
-        return {k: v for k, v in data.items() if v is not None or k in keep}
+        at every level (a ``retry`` with ``jitter=None`` sends no ``jitter``), except where JSON
+        ``null`` is a meaningful value, such as ``payload`` (whose own contents are sent as
+        they are)."""
+        data = self.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+        for name in self._nullable_fields():
+            if name in self.model_fields_set and getattr(self, name) is None:
+                data[name] = None
+        return data
 
     @classmethod
     def _nullable_fields(cls) -> frozenset[str]:
