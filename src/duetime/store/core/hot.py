@@ -61,6 +61,23 @@ def starting_status(
     return TaskStatus.SCHEDULED, 0
 
 
+def created(
+    new: NewTask,
+    task_id: str,
+    parents: Iterable[str],
+    depends_on: tuple[str, ...],
+    run_at: datetime | None,
+    now: datetime,
+) -> tuple[Task, int]:
+    """A new task as its row reads once stored at ``now``, and its count of parents still to
+    succeed: ``run_at`` (``new.run_at`` as the backend stores it; None = ``now``), the status by
+    :func:`starting_status` from the statuses of its distinct ``parents``. Both backends report
+    their creates with it (PostgreSQL on the clock its insert returned)."""
+    when = now if run_at is None else run_at
+    status, pending = starting_status(parents, when, now)
+    return created_task(new, task_id, status, depends_on, when, now), pending
+
+
 def created_task(
     new: NewTask,
     task_id: str,

@@ -625,9 +625,9 @@ def _made(
     for i, (new, task_id, group) in enumerate(zip(fresh, ids, parents, strict=True)):
         if task_id not in absent:
             assert now is not None  # the insert stamped at least this task
-            run_at = now if new.run_at is None else _utc(new.run_at)
-            status, _ = rules.starting_status(statuses[i] if statuses else (), run_at, now)
-            task = rules.created_task(new, task_id, status, group, run_at, now)
+            run_at = None if new.run_at is None else _utc(new.run_at)
+            mine = statuses[i] if statuses else ()
+            task, _ = rules.created(new, task_id, mine, group, run_at, now)
             made.append(TaskCreated(task=task, created=True))
             continue
         hit = hits.get((new.tenant_id, new.idempotency_key or ""))

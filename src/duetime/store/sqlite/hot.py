@@ -84,9 +84,8 @@ def task_create_many(
         if hit is not None:
             made.append(TaskCreated(task=hit, created=False))
             continue
-        run_at = at if new.run_at is None else from_micros(to_micros(new.run_at))
-        status, pending = rules.starting_status(statuses, run_at, at)
-        task = rules.created_task(new, task_id, status, tuple(new.depends_on), run_at, at)
+        run_at = None if new.run_at is None else from_micros(to_micros(new.run_at))
+        task, pending = rules.created(new, task_id, statuses, tuple(new.depends_on), run_at, at)
         inserts.append(_insert_row(new, task, pending, now))
         edges.extend({"parent_id": p, "child_id": task.id} for p in dict.fromkeys(new.depends_on))
         made.append(TaskCreated(task=task, created=True))
