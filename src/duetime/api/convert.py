@@ -94,7 +94,7 @@ class TaskBuilder:
         plain: Plain,
         tenant_id: str,
         prefix: str,
-        checked: dict[tuple[Any, ...], Mapping[str, Any]] | None = None,
+        checked: dict[tuple[Any, ...], Mapping[str, Any]],
     ) -> NewTask:
         """The :class:`NewTask` of a plain batch item: what :meth:`new_task` makes of the same
         item read by ``TaskCreate`` (no retry, parents, delay, idempotency key or reference).
@@ -105,11 +105,9 @@ class TaskBuilder:
         target, payload, name, queue, run_at, priority, timeout, labels, key = plain
         if self.validate_target is not None:
             seen = (target["type"], target.get("url"), target.get("method"))
-            stored = None if checked is None else checked.get(seen)
+            stored = checked.get(seen)
             if stored is None:
-                stored = self._check_target(target, prefix)
-                if checked is not None:
-                    checked[seen] = stored
+                stored = checked[seen] = self._check_target(target, prefix)
             target = dict(stored)
         return NewTask(
             tenant_id=tenant_id,

@@ -244,9 +244,9 @@ class LeaseHub:
             metrics.observe_many(
                 metrics.child(metrics.DUE_LAG, queue),
                 [
-                    max(0.0, (t.started_at - t.due_at).total_seconds())
-                    for t in (lease.task for lease in leases)
-                    if t.started_at is not None
+                    max(0.0, (lease.task.started_at - lease.task.due_at).total_seconds())
+                    for lease in leases
+                    if lease.task.started_at is not None
                 ],
             )
             if tracing.ENABLED:
