@@ -95,6 +95,39 @@ def postgres_cpu_seconds() -> float:
     return total
 
 
+def children_cpu_seconds(pid: int) -> float:
+    """CPU time so far of the live child processes of ``pid`` (a node's dispatcher processes;
+    Linux; 0 when there are none). Children that exit meanwhile drop out."""
+    total = 0.0
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            kids = children.read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            try:
+                total += process_cpu_seconds(int(kid))
+            except OSError:
+                continue  # gone meanwhile
+    return total
+
+
+def wait_settled(pid: int, *, window: float = 0.2, timeout: float = 15.0) -> bool:
+    """Wait until the process ``pid`` and its children have used under a tenth of a core over
+    ``window`` seconds; False when they had not after ``timeout``. A node answers HTTP before
+    its dispatcher processes have started: their start-up (~0.75 s of CPU on a 2-core machine,
+    twentieth session) would otherwise fall in a benchmark's first second, the whole of a
+    20,000-task ``create-sdk-batch`` run."""
+    deadline = time.monotonic() + timeout
+    used = process_cpu_seconds(pid) + children_cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(window)
+        before, used = used, process_cpu_seconds(pid) + children_cpu_seconds(pid)
+        if used - before < window / 10:
+            return True
+    return False
+
+
 def machine_ticks() -> list[int]:
     """The whole machine's CPU time so far in clock ticks (Linux ``/proc/stat``), as user, nice,
     system, idle, iowait, irq, softirq, steal (guest time is counted in user already)."""
@@ -158,8 +191,10 @@ def sql_value(url: str, sql: str) -> object:
 
 @contextlib.contextmanager
 def node(workdir: Path, db: str, config: BenchConfig, **env: str) -> Iterator[Proc]:
+    """A ``duetime serve`` node for one run, started and settled (:func:`wait_settled`)."""
     proc = start_node(workdir, NodeOptions(db=db, env={**dict(config.node_env), **env}), "bench")
     try:
+        wait_settled(proc.popen.pid)
         yield proc
     finally:
         proc.stop(10)

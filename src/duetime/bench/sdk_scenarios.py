@@ -25,8 +25,10 @@ from duetime.bench.runs import (
     BenchConfig,
     Figures,
     bench_store,
+    children_cpu_seconds,
     node,
     percentile,
+    postgres_cpu_seconds,
     process_cpu_seconds,
 )
 
@@ -66,6 +68,21 @@ def _cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def _others_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds so far of the node ``pid``'s dispatcher processes and of the local
+    PostgreSQL's processes (0 for a SQLite store's none, or a remote server's)."""
+    return children_cpu_seconds(pid), postgres_cpu_seconds()
+
+
+def _per_call(before: tuple[float, float], after: tuple[float, float], n: int) -> Figures:
+    """The dispatcher processes' and PostgreSQL's CPU per created task, in µs: with the client's
+    and the node's, where a serial chain's time goes."""
+    return {
+        "dispatch_cpu_us": (after[0] - before[0]) / n * 1e6,
+        "pg_cpu_us": (after[1] - before[1]) / n * 1e6,
+    }
+
+
 def _spec() -> dict[str, Any]:
     later = datetime.now(UTC) + timedelta(hours=1)
     return {"target": {"type": "worker"}, "payload": {"k": "v"}, "run_at": later}
@@ -73,19 +90,21 @@ def _spec() -> dict[str, Any]:
 
 def create_sdk_single(config: BenchConfig, workdir: Path) -> Figures:
     """Single creates from one caller awaiting each ``AsyncClient.create_task`` (SDK decoding
-    included; ``DUETIME_BENCH_CALLERS`` callers at once), for 5 s after a warm-up: the rate and
-    each call's latency."""
+    included; ``DUETIME_BENCH_CALLERS`` callers at once), for 5 s after a warm-up: the rate,
+    each call's latency, and the CPU per create of the caller, the node, its dispatcher
+    processes and PostgreSQL (one caller's create is a serial chain through them)."""
     from duetime import AsyncClient
 
     with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
         spec = _spec()
 
-        async def measure() -> tuple[float, list[float], float, float]:
+        async def measure() -> tuple[float, list[float], float, float, Figures]:
             async with AsyncClient(proc.url) as client:
                 for _ in range(WARMUP_CALLS):
                     await client.create_task(**spec)
                 samples: list[float] = []
                 node_cpu, own_cpu = _cpu_seconds(proc.popen.pid), time.process_time()
+                others = _others_cpu(proc.popen.pid)
                 start = time.perf_counter()
                 stop = start + SINGLE_SECONDS
 
@@ -98,9 +117,10 @@ def create_sdk_single(config: BenchConfig, workdir: Path) -> Figures:
                 await asyncio.gather(*(caller() for _ in range(_callers())))
                 rate = len(samples) / (time.perf_counter() - start)
                 node_cpu = _cpu_seconds(proc.popen.pid) - node_cpu
-                return rate, samples, time.process_time() - own_cpu, node_cpu
+                spread = _per_call(others, _others_cpu(proc.popen.pid), len(samples))
+                return rate, samples, time.process_time() - own_cpu, node_cpu, spread
 
-        rate, samples, client_cpu, node_cpu = _run(measure())
+        rate, samples, client_cpu, node_cpu, spread = _run(measure())
     # CPU per create holds up on a busy machine, where the rate mostly measures the neighbours.
     return {
         "creates_per_s": rate,
@@ -108,24 +128,27 @@ def create_sdk_single(config: BenchConfig, workdir: Path) -> Figures:
         "p99_ms": percentile(samples, 99) * 1000,
         "client_cpu_us": client_cpu / len(samples) * 1e6,
         "node_cpu_us": node_cpu / len(samples) * 1e6,
+        **spread,
     }
 
 
 def create_sdk_batch(config: BenchConfig, workdir: Path) -> Figures:
     """``config.tasks`` tasks through ``AsyncClient.create_tasks``, 1,000 per call, one caller
     awaiting each call (``DUETIME_BENCH_CALLERS`` callers at once; SDK encoding and decoding
-    included)."""
+    included): the rate and the CPU per task of the caller, the node, its dispatcher processes
+    and PostgreSQL."""
     from duetime import AsyncClient
 
     with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
         specs = [_spec()] * BATCH_SIZE
 
-        async def measure() -> tuple[float, float, float]:
+        async def measure() -> tuple[float, float, float, Figures]:
             async with AsyncClient(proc.url, timeout=60) as client:
                 await client.create_tasks(specs[:10])  # warm up the connection and statements
                 calls = max(1, config.tasks // BATCH_SIZE)
                 left = [calls]
                 node_cpu, own_cpu = _cpu_seconds(proc.popen.pid), time.process_time()
+                others = _others_cpu(proc.popen.pid)
                 t0 = time.perf_counter()
 
                 async def caller() -> None:
@@ -138,13 +161,16 @@ def create_sdk_batch(config: BenchConfig, workdir: Path) -> Figures:
                 total = calls * BATCH_SIZE
                 rate = total / (time.perf_counter() - t0)
                 client_cpu = (time.process_time() - own_cpu) / total
-                return rate, client_cpu, (_cpu_seconds(proc.popen.pid) - node_cpu) / total
+                node_cpu = (_cpu_seconds(proc.popen.pid) - node_cpu) / total
+                spread = _per_call(others, _others_cpu(proc.popen.pid), total)
+                return rate, client_cpu, node_cpu, spread
 
-        rate, client_cpu, node_cpu = _run(measure())
+        rate, client_cpu, node_cpu, spread = _run(measure())
     return {
         "batch_tasks_per_s": rate,
         "client_cpu_us": client_cpu * 1e6,
         "node_cpu_us": node_cpu * 1e6,
+        **spread,
     }
 
 
