@@ -6,9 +6,12 @@
 
 FROM python:3.12-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
+COPY packaging ./packaging
 COPY src ./src
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[server]"
+# Two wheels from one tree: duetime (the client) and duetime-server (packaging/server, whose
+# `src` links to ../../src); naming the local server project makes pip take it from here.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[server]" ./packaging/server
 
 FROM python:3.12-slim
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/duetime --create-home duetime

@@ -19,8 +19,6 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import asyncpg
-
 from duetime.bench.harness import start_receiver, wait_delivered
 from duetime.bench.runs import (
     BenchConfig,
@@ -31,6 +29,7 @@ from duetime.bench.runs import (
     node,
     stat_cpu,
 )
+from duetime.store.postgres.schema import connect as pg_connect
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -114,7 +113,7 @@ def main() -> None:
 
 
 async def _attempts_by_worker(db: str) -> list[tuple[str, int]]:
-    conn = await asyncpg.connect(db)
+    conn = await pg_connect(db)
     try:
         rows = await conn.fetch("SELECT worker, count(*) FROM attempts GROUP BY 1 ORDER BY 1")
     finally:

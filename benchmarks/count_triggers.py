@@ -19,6 +19,7 @@ import time
 import asyncpg
 
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 
 ADMIN_URL = os.environ.get("DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 NAME = "duetime_bench_count_triggers"
@@ -49,7 +50,7 @@ async def main(rounds: int, rows: int) -> None:
         await store.open()
         await store.migrate()
         await store.close()
-        conn = await asyncpg.connect(url)
+        conn = await pg_connect(url)
         times: dict[tuple[bool, str], list[float]] = {
             (on, kind): [] for on in (True, False) for kind in ("insert", "update")
         }

@@ -1,5 +1,5 @@
 """How fast one awaiting caller can create anything durable on this machine, layer by layer
-(issue 15 item 2; SPEC §6 "single creates through ``duetime.AsyncClient`` ≥ 1,500/s").
+(SPEC §6 "single creates through ``duetime.AsyncClient`` ≥ 1,500/s").
 
 Each floor adds one layer to the one below it and is timed from one caller that awaits every
 call, for ``--seconds`` after a warm-up, ``--repeat`` times in turn (medians reported)::
@@ -53,6 +53,7 @@ from starlette.types import Receive, Send
 from duetime.bench.harness import free_port, wait_http
 from duetime.bench.runs import BenchConfig, bench_store, cpu_speed, machine
 from duetime.bench.sdk_scenarios import create_sdk_batch, create_sdk_single
+from duetime.store.postgres.schema import connect as pg_connect
 
 MIN_TABLE = (
     "CREATE TABLE IF NOT EXISTS floor_jobs"
@@ -96,7 +97,7 @@ async def _rate(call: Callable[[], Awaitable[object]], seconds: float) -> float:
 
 
 async def _pg(db: str, seconds: float, floor: str) -> float:
-    conn = await asyncpg.connect(db)
+    conn = await pg_connect(db)
     try:
         await conn.execute(MIN_TABLE)
         if floor == "pg-select":
@@ -140,7 +141,7 @@ async def _store(db: str, seconds: float, floor: str) -> float:
         if floor == "store-create":
             return await _rate(lambda: store.task_create_many([new]), seconds)
         if floor == "store-batch-bare":
-            conn = await asyncpg.connect(db)
+            conn = await pg_connect(db)
             try:
                 for trigger in TRIGGERS:
                     await conn.execute(f"ALTER TABLE tasks DISABLE TRIGGER {trigger}")
@@ -163,7 +164,7 @@ def _raw_app(db: str | None) -> Callable[..., Awaitable[None]]:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
                     if db is not None:
-                        conn = await asyncpg.connect(db)
+                        conn = await pg_connect(db)
                         await conn.execute(MIN_TABLE)
                     await send({"type": "lifespan.startup.complete"})
                 else:

@@ -1,4 +1,4 @@
-"""The hot path while an archive round runs (issue 11, SPEC §6 "history" and §8): the standard
+"""The hot path while an archive round runs (SPEC §6 "history" and §8): the standard
 ``burst-http`` scenario of ``duetime bench`` (20,000 ``http`` tasks due at one instant, one node
 at its defaults, a local receiver) on a store that holds a month of history due for export, with
 no archive running ("idle") and with the engine's archive round running ("archiving"),
@@ -19,8 +19,8 @@ an archive (``DUETIME_ARCHIVE_URL``) and a 2 s history interval (idle runs: the 
 no archive), so its leader exports the month itself, in the process that serves the API and
 claims, as a deployment does: its batches wait while the node's dispatcher is busy.
 ``--round-in process`` runs the round in a process of its own against the run's database,
-started just before the burst's node, where it knows nothing of the hot path (the round as it
-was before it yielded, for comparison). Either way the round runs across the whole burst
+started just before the burst's node, where it knows nothing of the hot path (a round that
+never yields to it, for comparison). Either way the round runs across the whole burst
 (checked: it has begun writing the month's files at the burst's due instant and has not sealed
 the month at its last delivery). Each run reports where the machine's CPU went
 between the burst's due instant and its last delivery (``/proc``: the node and its dispatcher
@@ -46,7 +46,6 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 from history_bench import month_build
 
 import duetime.bench.scenarios as scenarios
@@ -58,6 +57,7 @@ from duetime.history.archive import Archive
 from duetime.history.partitions import month_of, months_ahead
 from duetime.history.retention import default_policy
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 
 PREFIX = "duetime_hist_burst"
 TENANT = "default"  # the tenant of a node without an admin token (the burst's)
@@ -81,7 +81,7 @@ async def prepare(url: str, month: date, rows: int) -> dict[str, float]:
         await store.history_partitions_ensure(months_ahead(datetime.now(UTC)))
     finally:
         await store.close()
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     try:
         steps = await month_build(conn, month, rows, tenant=TENANT, names=1000, first_id=10**12)
         await conn.execute("CHECKPOINT")
@@ -137,7 +137,7 @@ async def round_process(url: str, archive_dir: str, month: date) -> None:
 
 
 async def sql_fetch(url: str, sql: str) -> Any:
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     try:
         return await conn.fetchval(sql)
     finally:

@@ -1,4 +1,4 @@
-"""History at scale (SPEC §6 "history" row, issue 11): a year of archived attempts as Parquet plus
+"""History at scale (SPEC §6 "history" row): a year of archived attempts as Parquet plus
 hot rows in PostgreSQL, then the query "failed attempts of task name X in one week" through the
 same code path as ``GET /v1/history`` (both tiers, merged), the cost of one archive round, the
 hot path with and without the audit triggers, and the store's size against the archive's.
@@ -17,9 +17,9 @@ months the store keeps hot (the one ``hot_days`` reaches into and the current on
 ``--hot-load server`` (the default) generates them inside PostgreSQL into each month's partition
 table, builds its indexes once and attaches it (:func:`month_build`, also used by
 ``history_archive_burst.py``); ``--hot-load copy`` COPYs rows made in Python over the last 30
-days (the earlier runs). ``--round-rows 0`` and ``--hot-path-tasks 0`` skip those parts.
-Defaults are the issue's scale; on a shared 2-core machine run a smaller one (the figures in
-docs/benchmarks.md say which).
+days. ``--round-rows 0`` and ``--hot-path-tasks 0`` skip those parts. Defaults are SPEC §6's
+scale; on a shared 2-core machine run a smaller one (the figures in docs/benchmarks.md say
+which).
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ from duetime.history.partitions import month_bounds, month_of, months_ahead, nex
 from duetime.history.query import history_page
 from duetime.history.retention import RetentionPolicy
 from duetime.store.postgres.backend import PostgresStore
-from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType
+from duetime.store.postgres.schema import connect as pg_connect
+from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType, TaskStatus
 
 TENANT = "bench"
 NOW = datetime(2031, 1, 20, tzinfo=UTC)
@@ -144,7 +145,7 @@ async def load_hot(store: PostgresStore, url: str, total: int, names: int) -> fl
     start = NOW - timedelta(days=30)
     months = [month_of(start), month_of(NOW)]
     await store.history_partitions_ensure(months)
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     try:
         done, chunk = 0, 200_000
         while done < total:
@@ -250,7 +251,7 @@ async def load_hot_server(store: PostgresStore, url: str, total: int, names: int
     empty partitions as the leader makes them."""
     t0 = time.perf_counter()
     span = (NOW - HOT_START).total_seconds()
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     try:
         month, first_id, left = month_of(HOT_START), 10**12, total
         while month_bounds(month)[0] < NOW:
@@ -344,6 +345,7 @@ async def _drain(store: PostgresStore, clock: FakeClock, tenant: str, n: int) ->
                 task_id=x.task.id, lease_id=x.lease_id, outcome=AttemptOutcome.SUCCEEDED,
                 started_at=clock.now(), duration_ms=1.0, error=None, http_status=None,
                 retry_delay_seconds=None, worker="w",
+                status=TaskStatus.SUCCEEDED,
             )
             for x in leases
         ]
@@ -352,7 +354,7 @@ async def _drain(store: PostgresStore, clock: FakeClock, tenant: str, n: int) ->
 
 async def hot_path(url: str, tasks: int, audit: bool) -> float:
     """Tasks/s of create → claim → complete in batches of 500, with or without the triggers."""
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     verb = "ENABLE" if audit else "DISABLE"
     for table in ("tasks", "attempts"):
         await conn.execute(f"ALTER TABLE {table} {verb} TRIGGER USER")
@@ -371,7 +373,7 @@ async def hot_path(url: str, tasks: int, audit: bool) -> float:
 
 
 async def table_bytes(url: str) -> int:
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     try:
         found: int = await conn.fetchval(
             "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_inherits i "

@@ -24,11 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import asyncpg
-
 from duetime.bench.runs import ADMIN_URL, BenchConfig, bench_store
 from duetime.history.events import HistoryFilter
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.types import ClaimRequest, NewTask, TargetType
 
 
@@ -67,7 +66,7 @@ async def one_run(url: str, tasks: int, repeat: int) -> None:
                 tenant_id="default", task_id=made[len(made) // 2].task.id, limit=50
             ),
         }
-        conn = await asyncpg.connect(url)
+        conn = await pg_connect(url)
         try:
             pending = await conn.fetchval(
                 "SELECT count(*) FROM history_pending p CROSS JOIN LATERAL unnest(p.rows)"

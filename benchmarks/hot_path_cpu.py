@@ -15,10 +15,9 @@ import tempfile
 import time
 import uuid
 
-import asyncpg
-
 from duetime.store import store_from_url
-from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType
+from duetime.store.postgres.schema import connect as pg_connect
+from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType, TaskStatus
 
 N = int(os.environ.get("N", "20000"))
 PG = os.environ.get("DUETIME_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -54,6 +53,7 @@ async def measure(url: str) -> dict[str, float]:
                     lease.task.started_at or lease.task.run_at,
                     1.0,
                     "1",
+                    status=TaskStatus.SUCCEEDED,
                 )
                 for lease in chunk
             ]
@@ -65,7 +65,7 @@ async def measure(url: str) -> dict[str, float]:
 
 
 async def admin(statement: str) -> None:
-    conn = await asyncpg.connect(PG)
+    conn = await pg_connect(PG)
     try:
         await conn.execute(statement)
     finally:

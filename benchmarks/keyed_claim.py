@@ -1,12 +1,13 @@
 """The keyed claim (``task_claim_keyed``, a queue with ``max_concurrency_per_key``) under a ready
-backlog of each shape, old statement against new, and what the new index costs task creation.
+backlog of each shape, a git revision's statement against the working tree's, and what the
+keyed index costs task creation.
 
 Builds a throwaway database with one keyed queue (``max_concurrency_per_key=1``) per shape,
 ``--backlog`` ready worker tasks each, runs ``VACUUM ANALYZE``, then times each shape's claim of
 ``--limit`` under PostgreSQL's custom and generic plan, the statement of ``--old`` (a git
 revision: the window over every ready task) beside the working tree's, alternately, each call in
-a transaction rolled back (median of ``--calls``; the new one after ``claim_keyed_plan``, as the
-store runs it, less that round trip), with the rows the new one read from ``tasks``
+a transaction rolled back (median of ``--calls``; the working tree's after ``claim_keyed_plan``,
+as the store runs it, less that round trip), with the rows the working tree's read from ``tasks``
 (``EXPLAIN ANALYZE``)::
 
     flock /tmp/bench.lock .venv/bin/python benchmarks/keyed_claim.py [--backlog 100000]
@@ -41,6 +42,7 @@ import asyncpg
 from duetime.bench.runs import BenchConfig, bench_store, cpu_speed, machine
 from duetime.store.postgres import hot
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.store.sql import Query, parse
 from duetime.testing.plans import rows_read
 from duetime.types import NewTask, QueueSettings
@@ -110,7 +112,7 @@ async def build(db: str, backlog: int, only: list[str]) -> None:
             await store.queue_put(TENANT, label, settings)
     finally:
         await store.close()
-    conn = await asyncpg.connect(db)
+    conn = await pg_connect(db)
     try:
         for label, (_, parts) in SHAPES.items():
             if only and label not in only:
@@ -153,7 +155,7 @@ async def rolled_back(conn: asyncpg.Connection[Any], sql: str, *settings: str) -
 
 async def claims(db: str, old: Query, calls: int, limit: int, only: list[str]) -> None:
     new = hot.Q["task_claim_keyed"]
-    conn = await asyncpg.connect(db, server_settings={"jit": "off"})  # as the store connects
+    conn = await pg_connect(db, server_settings={"jit": "off"})  # as the store connects
     try:
         print(f"{'shape':42} {'plan':7} {'old':>10} {'new':>10} {'claimed':>8} {'new read':>9}")
         for label, (about, _) in SHAPES.items():
@@ -167,8 +169,8 @@ async def claims(db: str, old: Query, calls: int, limit: int, only: list[str]) -
                 run_new = execute("new", new, label, limit)
                 times: dict[str, list[float]] = {"old": [], "new": []}
                 got = {}
-                # The new statement as the store runs it (claim_keyed_plan: no sorts, generic
-                # plans), here under either plan; the old one as it ran.
+                # The working tree's statement as the store runs it (claim_keyed_plan: no sorts,
+                # generic plans), here under either plan; the --old revision's as it ran there.
                 settings = (hot.Q["claim_keyed_plan"].text, f"SET LOCAL plan_cache_mode = {mode}")
                 for _ in range(calls):
                     for which, sql in (("old", run_old), ("new", run_new)):
@@ -202,7 +204,7 @@ async def creates(with_index: str, without_index: str, rounds: int) -> None:
         await store.migrate()
         await store.tenant_create(TENANT, tenant_id=TENANT)
         if not indexed:
-            conn = await asyncpg.connect(db)
+            conn = await pg_connect(db)
             try:
                 await conn.execute("DROP INDEX tasks_ready_keyed_idx")
             finally:

@@ -10,9 +10,9 @@ and p90 per claim::
 
 ``--max-concurrency`` makes the queue a limited one (its claims take the locked path).
 
-Before the tenth session the claim joined every candidate to ``queues`` (is it paused or
-limited?); with such statistics the planner then read and sorted the whole backlog for every
-lease (docs/benchmarks.md).
+A claim that joins every candidate to ``queues`` (is it paused or limited?) lets the planner,
+under such statistics, read and sort the whole backlog for every lease; the store's claim asks
+of the queue once (``claimable_this_queue`` in ``src/duetime/store/postgres/hot_batch.sql``).
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import asyncpg
-
 from duetime.bench.runs import BenchConfig, bench_store, cpu_speed, machine
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.types import ClaimRequest, NewTask, QueueSettings, TargetType
 
 
@@ -45,7 +44,7 @@ async def run(
         new = NewTask(tenant_id=tenant, target={"type": "worker"}, queue="q", name="noop")
         for first in range(0, backlog, 1000):
             await store.task_create_many([new] * min(1000, backlog - first))
-        conn = await asyncpg.connect(db)
+        conn = await pg_connect(db)
         try:
             await conn.execute("VACUUM ANALYZE tasks")
         finally:

@@ -31,8 +31,6 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import asyncpg
-
 from duetime.bench.runs import (
     ADMIN_URL,
     BenchConfig,
@@ -43,6 +41,7 @@ from duetime.bench.runs import (
     sql_value,
 )
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.types import ClaimRequest, NewTask, TargetType
 
 VARIANTS = {
@@ -72,7 +71,7 @@ async def one_run(url: str, variant: str, n: int, batch: int, ack: int) -> dict[
     await store.open()
     try:
         await store.migrate()
-        conn = await asyncpg.connect(url)
+        conn = await pg_connect(url)
         try:
             for statement in schema_changes(variant):
                 await conn.execute(statement)

@@ -32,7 +32,8 @@ import asyncpg
 
 from duetime.bench.runs import ADMIN_URL, due_after_creating, sleep_until_due
 from duetime.store.postgres.backend import PostgresStore
-from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType
+from duetime.store.postgres.schema import connect as pg_connect
+from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType, TaskStatus
 
 TRIGGERS = {
     "history": (
@@ -65,7 +66,7 @@ async def run_once(
     try:
         await store.migrate()
         if without or drop:
-            conn = await asyncpg.connect(url)
+            conn = await pg_connect(url)
             try:
                 for table, trigger in (t for name in without for t in TRIGGERS[name]):
                     await conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
@@ -115,6 +116,7 @@ async def run_once(
                         started_at=started,
                         duration_ms=0.1,
                         worker="bench",
+                        status=TaskStatus.SUCCEEDED,
                     )
                     for lease in leases
                 ]

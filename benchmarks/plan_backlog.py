@@ -14,7 +14,7 @@ the median time per call (each call in a transaction rolled back; push claims af
 
 ``--show`` prints each plan in full. A statement whose time grows with the backlog (a
 sequential scan, a bitmap scan or a sort of the whole backlog where a walk of its index would
-stop after a few rows) is one to fix (docs/benchmarks.md, tenth session).
+stop after a few rows) is one to fix (docs/adr/0002-skip-locked-batches.md).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import asyncpg
 from duetime.bench.runs import BenchConfig, bench_store, cpu_speed, machine, sql_value
 from duetime.store.postgres import driver, hot
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.store.sql import Query
 from duetime.testing.plans import plan_nodes
 from duetime.types import QueueSettings
@@ -263,7 +264,7 @@ async def build(db: str, backlog: int) -> None:
         )
     finally:
         await store.close()
-    conn = await asyncpg.connect(db)
+    conn = await pg_connect(db)
     try:
         for label, (status, queue, target, ago, due) in STATES.items():
             start = time.perf_counter()
@@ -278,7 +279,7 @@ async def build(db: str, backlog: int) -> None:
 
 async def read_samples(db: str) -> dict[str, str]:
     """Literals for the statements that name live leases and running tasks."""
-    conn = await asyncpg.connect(db)
+    conn = await pg_connect(db)
     try:
         running = """SELECT id, lease_id FROM tasks
                      WHERE status = 'running' AND lease_expires_at > now() LIMIT 100"""
@@ -353,7 +354,7 @@ async def measure(
 
 
 async def audit(db: str, samples: dict[str, str], only: list[str], calls: int, show: bool) -> None:
-    conn = await asyncpg.connect(db, server_settings={"jit": "off"})  # as the store connects
+    conn = await pg_connect(db, server_settings={"jit": "off"})  # as the store connects
     try:
         for case in cases(samples):
             if only and not any(o in case.label for o in only):

@@ -1,4 +1,4 @@
-"""Benchmark of recurring schedules on PostgreSQL (issue 3):
+"""Benchmark of recurring schedules on PostgreSQL:
 
 1. **create rate**: ``POST /v1/schedules`` against a real ``duetime serve`` node (engine on), from
    ``--concurrency`` concurrent HTTP clients;
@@ -37,6 +37,7 @@ from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer
 from duetime.ids import new_id
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 
 TEMPLATE = {"target": {"type": "worker"}, "name": "bench", "queue": "default", "payload": None}
 COLUMNS = (
@@ -105,7 +106,7 @@ async def seed(url: str, idle: int, due: int, *, prefix: str = "due", expr: str 
     now = datetime.now(UTC).replace(microsecond=0)
     tomorrow = (now + timedelta(days=1)).replace(hour=3, minute=0, second=0)
     task = orjson.dumps(TEMPLATE).decode()
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     try:
         await conn.execute(
             "INSERT INTO tenants VALUES ('bench', 'bench', now()) ON CONFLICT DO NOTHING"
@@ -147,7 +148,7 @@ async def round_cost(url: str, repeat: int) -> tuple[float, float, int]:
     round wrote."""
     store = PostgresStore(url)
     await store.open()
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     clock = SystemClock()
     leader = Leader(store, "bench", ttl_seconds=60, clock=clock)
     await leader.run_once()

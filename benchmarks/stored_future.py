@@ -23,11 +23,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import asyncpg
 import httpx
 
 from duetime.bench.runs import BenchConfig, cpu_speed, machine, node, sql_value
 from duetime.bench.scenarios import burst_http, create_latency
+from duetime.store.postgres.schema import connect as pg_connect
 
 NAME = "duetime_bench_stored"
 CHUNK = 1_000_000
@@ -66,7 +66,7 @@ def seed(pg_url: str, stored: int) -> str:
             httpx.post(f"{proc.url}/v1/tasks", json=body, timeout=10).raise_for_status()
 
     async def fill() -> None:
-        conn = await asyncpg.connect(url)
+        conn = await pg_connect(url)
         try:
             start = time.perf_counter()
             for first in range(0, stored, CHUNK):

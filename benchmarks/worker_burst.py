@@ -1,4 +1,4 @@
-"""Burst benchmark of pull workers (SPEC §6, issue 4): N no-op ``worker`` tasks due at one
+"""Burst benchmark of pull workers (SPEC §6): N no-op ``worker`` tasks due at one
 instant, drained by SDK worker processes.
 
 Starts a ``duetime serve`` node on a fresh store, creates ``--tasks`` tasks due a few seconds

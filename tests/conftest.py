@@ -3,6 +3,8 @@
 The layers, by cost (CONTRIBUTING.md lists the commands and what each takes):
 
 - ``unit`` (``tests/unit``): no database server, no running ``duetime`` node; seconds.
+- ``cli`` (``tests/cli``): the ``duetime`` command, in process, against a fake or an in-process
+  API (SQLite); seconds.
 - store conformance (``tests/store``): every test on both backends, always.
 - API and engine (every other directory using the ``store`` fixture, and ``tests/contract``): on
   the backends ``--store`` names (``sqlite``, ``postgres`` or ``both``; else the environment's
@@ -29,7 +31,7 @@ import re
 import socket
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ PG_ADMIN_URL = os.environ.get("DUETIME_TEST_PG_URL", "postgresql://postgres@127.
 
 STORES = ("sqlite", "postgres")
 HERE = Path(__file__).resolve().parent
-LAYER_MARKERS = {"unit": HERE / "unit", "conformance": HERE / "store"}
+LAYER_MARKERS = {"unit": HERE / "unit", "cli": HERE / "cli", "conformance": HERE / "store"}
 SLOW_DIRS = {"acceptance": HERE / "acceptance", "faults": HERE / "faults"}
 """Markers of the tests that drive real processes, and the directories that hold them."""
 
@@ -100,7 +102,7 @@ def _truthy(value: str | None) -> bool:
 
 
 def _slow_wanted(config: pytest.Config, path: Path, marker: str) -> bool:
-    """Whether a test with the slow ``marker`` in the file at ``path`` runs in this session."""
+    """Whether a test with the slow ``marker`` in the file at ``path`` runs in this pytest run."""
     if config.getoption("--run-slow") or _truthy(os.environ.get("CI")):
         return True
     if re.search(rf"\b{marker}\b", config.getoption("markexpr", "") or ""):
@@ -117,8 +119,9 @@ def _slow_wanted(config: pytest.Config, path: Path, marker: str) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its layer (``-m unit``, ``-m conformance``, ``-m acceptance``,
-    ``-m faults``) and skip real-process tests that were not asked for, saying how to ask."""
+    """Mark each test with its layer (``-m unit``, ``-m cli``, ``-m conformance``,
+    ``-m acceptance``, ``-m faults``) and skip real-process tests that were not asked for,
+    saying how to ask."""
     for item in items:
         path = item.path.resolve()
         for marker, directory in (*LAYER_MARKERS.items(), *SLOW_DIRS.items()):
@@ -223,7 +226,7 @@ def pg_template() -> Iterator[str]:
 
 class FreshDatabases:
     """Fresh databases cloned from the template one test ahead, and dropped after their test, on
-    a thread of this class's own: a test takes a database nobody has touched, as before, while
+    a thread of this class's own: a test still takes a database nobody has touched, while
     the server's ~0.1-0.3 s of cloning (8 MB copied through the WAL) and dropping runs beside the
     previous test instead of before this one. One statement at a time, on one admin
     connection."""
@@ -376,3 +379,44 @@ def dials(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     yield seen
     assert not blocked, f"the test tried to dial non-loopback addresses: {blocked}"
+
+
+async def stored_text(url: str) -> str:
+    """Every row of every table of the store at ``url``, as text: what a test reads to prove a
+    value was never stored (in any table, index-free: the rows themselves)."""
+    if url.startswith("sqlite:"):
+        import sqlite3
+
+        rest = url.removeprefix("sqlite:").removeprefix("//")  # as store_from_url reads it
+        db = sqlite3.connect(rest[1:] if rest.startswith("/") else rest)
+        try:
+            tables = [
+                r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            return "\n".join(
+                repr(row) for table in tables for row in db.execute(f'SELECT * FROM "{table}"')
+            )
+        finally:
+            db.close()
+    conn = await asyncpg.connect(url)
+    try:
+        tables = await conn.fetch(
+            "SELECT table_schema, table_name FROM information_schema.tables "
+            "WHERE table_type = 'BASE TABLE' "
+            "AND table_schema NOT IN ('pg_catalog', 'information_schema')"
+        )
+        parts = []
+        for t in tables:
+            rows = await conn.fetch(
+                f'SELECT t::text AS row FROM "{t["table_schema"]}"."{t["table_name"]}" AS t'
+            )
+            parts.extend(r["row"] for r in rows)
+        return "\n".join(parts)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def stored(store_url: str) -> Callable[[], Awaitable[str]]:
+    """Reads every row of the test's store as text (:func:`stored_text`)."""
+    return lambda: stored_text(store_url)

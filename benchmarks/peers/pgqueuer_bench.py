@@ -1,4 +1,4 @@
-"""PgQueuer, measured the way issue 15 states its bars: side by side with duetime on this machine.
+"""PgQueuer, measured the way SPEC §6 states its bars: side by side with duetime on this machine.
 
 Runs in a throwaway venv that has PgQueuer (never the project's .venv)::
 

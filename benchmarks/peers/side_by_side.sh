@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15 item 1 / SPEC §6 "the same worker burst with duetime.Worker at its defaults ≥ 1.5 x
+# SPEC §6 "the same worker burst with duetime.Worker at its defaults ≥ 1.5 x
 # PgQueuer": PgQueuer's burst and duetime's, run in turn (one of each per round, --rounds N
 # rounds), so that both sides meet the same moment of this machine's drifting speed. Prints
 # every run, each round's ratio, and the medians.

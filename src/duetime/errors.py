@@ -4,9 +4,12 @@
 
     DuetimeError
      ├── ValidationError        bad input; names the offending field
+     │    ├── PayloadTooLarge   a payload or result over the size limit
+     │    └── BadCursor         a pagination cursor this server did not issue
      ├── NotFound               no such resource (or another tenant's)
      ├── Conflict               the resource is in a state that forbids the call
-     │    └── StaleLease        the lease was lost: expired, reclaimed or already acked
+     │    ├── StaleLease        the lease was lost: expired, reclaimed or already acked
+     │    └── UniqueHeld        a uniqueness window holds the key, its task already retired
      ├── Unauthorized           missing or unknown API key / admin token
      ├── StoreUnavailable       the store cannot be reached right now; try again
      │    └── StoreFull         the store is out of disk space: no writes until space returns
@@ -33,6 +36,18 @@ class ValidationError(DuetimeError):
         self.field = field
 
 
+class PayloadTooLarge(ValidationError):
+    """A task's encoded payload (or a worker's result) is over ``Settings.max_payload_bytes``."""
+
+
+class BadCursor(ValidationError):
+    """A pagination cursor this server did not issue (tampered, or of another list): a 400
+    naming ``cursor``, not a 422 — the request was not made by following the API."""
+
+    def __init__(self, detail: str = "not a cursor this server returned") -> None:
+        super().__init__(detail, field="cursor")
+
+
 class NotFound(DuetimeError):
     """No such resource for this tenant."""
 
@@ -43,6 +58,18 @@ class Conflict(DuetimeError):
 
 class StaleLease(Conflict):
     """The lease is no longer current; the call was refused and changed nothing."""
+
+
+class UniqueHeld(Conflict):
+    """A create's uniqueness window holds its key until ``until``, and the window's task
+    (``task_id``) has left the hot store (retention) since: nothing was created, and there is
+    no task to answer with. A single create answers 200 with the task's id; in a batch it is a
+    conflict (the batch creates nothing)."""
+
+    def __init__(self, detail: str, task_id: str, until: object) -> None:
+        super().__init__(detail)
+        self.task_id = task_id
+        self.until = until
 
 
 class Unauthorized(DuetimeError):

@@ -71,3 +71,35 @@ def uuid_text(text: str) -> str | None:
 def is_uuid(text: str) -> bool:
     """Whether ``text`` parses as a UUID (any version)."""
     return uuid_text(text) is not None
+
+
+ID_PREFIX_MIN_DIGITS = 4
+"""The shortest id prefix a task listing takes (``GET /v1/tasks?id_prefix=``): hex digits, not
+counting dashes."""
+
+_DASHES = (8, 13, 18, 23)
+"""Where the canonical spelling of a UUID has its dashes."""
+
+
+def id_prefix_range(prefix: str) -> tuple[str, str | None] | None:
+    """The range of canonical UUID texts starting with ``prefix``, for a range scan: every such
+    id is ``>= low`` and ``< high`` (``high`` is the first id past them; None when no id is).
+    ``prefix`` is hex digits, any case, with dashes only where the canonical spelling has them
+    (``0190f000-7c``), or none at all (``0190f0007c``); at least :data:`ID_PREFIX_MIN_DIGITS`
+    digits. None for anything else."""
+    text = prefix.strip().lower()
+    if "-" in text:
+        if len(text) > 36 or any((c == "-") != (i in _DASHES) for i, c in enumerate(text)):
+            return None
+        text = text.replace("-", "")
+    if not ID_PREFIX_MIN_DIGITS <= len(text) <= 32 or text.strip("0123456789abcdef"):
+        return None
+    after = int(text, 16) + 1  # the next prefix of the same length, padded, is the first past
+
+    def canonical(digits: str) -> str:
+        return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+    low = canonical(text.ljust(32, "0"))
+    if after >= 16 ** len(text):
+        return low, None
+    return low, canonical(f"{after:0{len(text)}x}".ljust(32, "0"))

@@ -126,8 +126,8 @@ class _Recorder:
 def observe_many(histogram: Any, amounts: Iterable[float]) -> None:
     """Observe each of ``amounts`` (finite numbers) on ``histogram``, a Histogram or one of its
     :func:`child` series: the counts and sum one ``observe`` each would give, with one update
-    per bucket touched. A lease of 500 tasks observed its due-lags one by one, two locked
-    increments each: ~10 % of the lease route's CPU (docs/benchmarks.md, nineteenth session).
+    per bucket touched. Observed one by one, the due-lags of a 500-task lease cost two locked
+    increments each: ~10 % of the lease route's CPU.
     Reads prometheus-client's histogram fields (``_upper_bounds``, ``_buckets``, ``_sum``,
     stable since 0.4); a recorder of a dispatcher process records them one by one."""
     bounds = getattr(histogram, "_upper_bounds", None)

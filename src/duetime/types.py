@@ -10,60 +10,18 @@ Stores build these values; the API, engine and SDK only read them.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
+from duetime.target_types import TargetType as TargetType  # the registry of target types
+
 JSONValue = Any
 """Any value that round-trips through JSON."""
-
-_C = TypeVar("_C", bound=type)
-
-
-def quick_init(cls: _C) -> _C:
-    """Give a frozen, slotted dataclass an ``__init__`` that stores each field through its slot
-    directly: the same signature (defaults and annotations copied from the one it replaces) and
-    the same result, about twice as fast.
-
-    The ``__init__`` ``dataclass(frozen=True)`` writes stores every field through
-    ``object.__setattr__`` (looked up per field, to get past the frozen ``__setattr__``); for
-    the 36 fields of a :class:`Task` that is ~4 us per task, the largest single cost of building
-    a 1,000-task batch answer or a lease batch in the node (docs/benchmarks.md, fourteenth
-    session). Instances stay frozen: only construction changes. For classes without
-    ``__post_init__``, ``InitVar`` or fields left out of ``__init__`` (refused here).
-    """
-    if hasattr(cls, "__post_init__") or "__slots__" not in cls.__dict__:
-        raise TypeError(f"quick_init: {cls.__name__} needs slots and no __post_init__")
-    original = cls.__dict__["__init__"]
-    defaults = inspect.signature(original).parameters
-    env: dict[str, Any] = {}
-    params: list[str] = []
-    body: list[str] = []
-    for i, f in enumerate(dataclasses.fields(cls)):
-        if not f.init:
-            raise TypeError(f"quick_init: {cls.__name__}.{f.name} is not an __init__ field")
-        if f.kw_only and "*" not in params:
-            params.append("*")
-        params.append(f.name)
-        if f.default_factory is not dataclasses.MISSING:  # the default is dataclass' marker
-            env[f"_m{i}"], env[f"_f{i}"] = defaults[f.name].default, f.default_factory
-            body.append(f"    if {f.name} is _m{i}: {f.name} = _f{i}()")
-        env[f"_s{i}"] = cls.__dict__[f.name].__set__  # the slot's member descriptor
-        body.append(f"    _s{i}(self, {f.name})")
-    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body or ["    pass"])
-    exec(source, env)  # the source is built above from field names only
-    init = env["__init__"]
-    init.__defaults__, init.__kwdefaults__ = original.__defaults__, original.__kwdefaults__
-    init.__annotations__ = original.__annotations__
-    init.__qualname__, init.__module__ = original.__qualname__, original.__module__
-    setattr(cls, "__init__", init)  # noqa: B010 - mypy refuses assigning a method
-    return cls
 
 
 class TaskStatus(enum.StrEnum):
@@ -100,16 +58,6 @@ class AttemptOutcome(enum.StrEnum):
     LEASE_EXPIRED = "lease_expired"
 
 
-class TargetType(enum.StrEnum):
-    """Where a task is delivered. ``worker`` tasks are pulled, every other type is pushed."""
-
-    HTTP = "http"
-    AMQP = "amqp"
-    NATS = "nats"
-    REDIS = "redis"
-    WORKER = "worker"
-
-
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Exponential backoff: attempt *n* (1-based) that failed waits
@@ -135,7 +83,6 @@ class RetryPolicy:
         return cls(**data)
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Task:
     """One unit of work, as the store holds it.
@@ -184,6 +131,14 @@ class Task:
     others): a repeat of the key with a different request is refused with it."""
     payload_ref: str | None = None
     """An opaque reference the task carries instead of a payload (SPEC §3), handed on as-is."""
+    flow_key: str | None = None
+    """The task's key under its queue's keyed rate limit, evaluated once at create
+    (:mod:`duetime.flow`): None when the queue had no keyed rate limit then, ``""`` when the
+    task has no value for the key (it follows the queue's own limits only)."""
+    absorbed: int = 0
+    """Creates a debounce folded into this task (its payload is the last one's)."""
+    absorbed_at: datetime | None = None
+    """When the last of them arrived."""
 
     @property
     def payload(self) -> JSONValue:
@@ -202,7 +157,6 @@ class Task:
         return self.due_at if self.status in WAITING_STATUSES else None
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class NewTask:
     """What a caller asks a store to create. ``run_at=None`` means "now" by the store's clock."""
@@ -227,15 +181,28 @@ class NewTask:
     """Fingerprint of the create request (with an idempotency key), kept with the task."""
     payload_ref: str | None = None
     """An opaque reference instead of a payload (≤ 2 KiB), handed to the target as-is."""
+    flow_key: str | None = None
+    """The key of the queue's keyed rate limit (see :attr:`Task.flow_key`)."""
+    flow: FlowAsk | None = None
+    """What the queue's (or the task's own) uniqueness window, debounce and throttle ask of
+    this create, keys evaluated (:mod:`duetime.lifecycle.flow`); None: nothing."""
+    follow: Follow | None = None
+    """What follows the task's end besides its dependents (callbacks, a workflow, a parent's
+    failure policy); None for a task with none, which the hot path creates."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class TaskCreated:
-    """One create's result: the task, and whether this call made it (False = idempotent hit)."""
+    """One create's result: the task, and whether this call made it (False = idempotent hit,
+    a uniqueness window's task, or a debounce that absorbed it).
+
+    ``flow``: what the create's flow rules did, as ``(rule, outcome)`` pairs:
+    ``("unique", "created" | "existing")``, ``("debounce", "created" | "absorbed")``,
+    ``("throttle", "delayed" | "on_time")``; empty when no rule applied."""
 
     task: Task
     created: bool
+    flow: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,8 +216,25 @@ class TaskPatch:
 
 
 @dataclass(frozen=True, slots=True)
+class PayloadMatch:
+    """A payload path equality: the value at ``payload.<keys...>`` (object keys, outermost
+    first) equals the JSON scalar ``value_json`` (``42``, ``"eu"``, ``true``, ``null``),
+    compared as JSON — numbers by value, strings exactly, ``true`` is not ``1``."""
+
+    keys: tuple[str, ...]
+    value_json: str
+
+
+@dataclass(frozen=True, slots=True)
 class TaskFilter:
-    """List filters. ``cursor`` is the id of the last task of the previous page (newest first)."""
+    """List filters. ``cursor`` is the id of the last task of the previous page (newest first).
+    ``id_prefix``: only ids starting with it (hex digits, see :func:`duetime.ids.id_prefix_range`;
+    the store scans that range of ids).
+
+    ``error_contains``: only tasks whose ``last_error`` contains this text, ignoring case (of
+    ASCII letters on SQLite, of every letter on PostgreSQL; ``""``: every task with an error);
+    ``payload_equals``: only tasks whose payload has that value at that path. Neither is
+    indexed: they narrow the rows the other filters walk, and ``limit`` bounds the answer."""
 
     tenant_id: str
     statuses: Sequence[TaskStatus] = ()
@@ -262,6 +246,9 @@ class TaskFilter:
     run_before: datetime | None = None
     limit: int = 100
     cursor: str | None = None
+    id_prefix: str | None = None
+    error_contains: str | None = None
+    payload_equals: PayloadMatch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +304,6 @@ class ClaimRequest:
         return self.tenant_room.get(tenant_id, self.other_tenant_room)
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Lease:
     """A claimed task: the holder may complete it only while ``lease_id`` is current."""
@@ -334,16 +320,17 @@ class Lease:
         return cls(task, task.lease_id, task.lease_expires_at, task.attempts)
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Completion:
     """The end of one attempt, reported under its lease (the fencing token).
 
-    ``retry_delay_seconds`` is ``None`` when the task must not be retried (success, a
-    non-retryable failure, or no attempts left); otherwise the next attempt is due that many
-    seconds after the store's now. ``started_at`` is when the attempt began; the store's now is
-    when it finished. ``logs`` (a worker's) and ``response`` (a webhook answer's start) are kept
-    on the attempt row only.
+    ``status`` is where the task goes, decided by :mod:`duetime.lifecycle.finish` (``succeeded``,
+    ``retrying`` or ``failed``); a store applies it under the lease fence and overrides it only
+    for a task whose cancel was requested (:func:`duetime.states.after_cancel_request`).
+    ``retry_delay_seconds`` is ``None`` unless the status is ``retrying``: the next attempt is
+    then due that many seconds after the store's now. ``started_at`` is when the attempt began;
+    the store's now is when it finished. ``logs`` (a worker's) and ``response`` (a webhook
+    answer's start) are kept on the attempt row only.
     """
 
     task_id: str
@@ -358,9 +345,22 @@ class Completion:
     worker: str | None = None
     logs: str | None = None
     response: str | None = None
+    status: TaskStatus = field(kw_only=True)
 
 
-@quick_init
+@dataclass(frozen=True, slots=True)
+class LeasedEnd:
+    """A succeeded attempt a store ended by its lease id alone
+    (:class:`~duetime.store.protocols.LeaseCompleter`): what the caller observes of it."""
+
+    task_id: str
+    queue: str
+    attempt: int
+    started_at: datetime | None
+    traceparent: str | None
+    target_type: str
+
+
 @dataclass(frozen=True, slots=True)
 class CompletionResult:
     """What became of one :class:`Completion`. ``accepted=False``: the lease was stale (fenced)."""
@@ -393,6 +393,17 @@ class TenantQuotas:
     max_concurrency: int | None = None
     max_schedules: int | None = None
     weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """One lease to hand back unstarted (:mod:`duetime.lifecycle.release`): the task waits
+    again, due ``delay_seconds`` from the store's now, in ``status`` (``ready`` or
+    ``scheduled``, decided by :func:`duetime.states.after_release`)."""
+
+    lease_id: str
+    delay_seconds: float
+    status: TaskStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,6 +491,85 @@ class QueueSettings:
     max_concurrency: int | None = None
     max_concurrency_per_key: int | None = None
     paused: bool = False
+    flow: FlowRules = field(default_factory=lambda: FlowRules())
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueRule:
+    """A uniqueness window (SPEC §7 "Keyed flow control"): a create whose key names a task made
+    within ``period_seconds`` that is in one of ``states`` makes nothing and answers with that
+    task. ``key`` is a key expression's terms (:mod:`duetime.flow.keys`) or, on a task's own
+    rule, ``literal`` holds the key itself."""
+
+    key: tuple[str, ...]
+    period_seconds: float
+    states: tuple[TaskStatus, ...]
+    literal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DebounceRule:
+    """Run once after the last of a burst: a create whose key has a task still waiting from an
+    earlier create within ``period_seconds`` updates that task (the latest payload, due
+    ``period_seconds`` from now) instead of making one, never past ``max_wait_seconds`` from
+    the burst's first create."""
+
+    key: tuple[str, ...]
+    period_seconds: float
+    max_wait_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleRule:
+    """Delay, not drop: creates of one key are scheduled at most ``rate`` per second (a burst
+    of ``burst`` at once), each at its key's next free slot."""
+
+    key: tuple[str, ...]
+    rate: float
+    burst: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRules:
+    """A queue's keyed flow control (SPEC §7), all optional.
+
+    ``key``: the key expression of its keyed limits — a task that gives no ``concurrency_key``
+    gets the key's value as one when the queue has ``max_concurrency_per_key``, and
+    ``key_rate`` (with ``key_burst``) is a token bucket per key value. ``unique``,
+    ``debounce`` and ``throttle`` apply when a task is created."""
+
+    key: tuple[str, ...] = ()
+    key_rate: float | None = None
+    key_burst: int | None = None
+    unique: UniqueRule | None = None
+    debounce: DebounceRule | None = None
+    throttle: ThrottleRule | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.key or self.unique or self.debounce or self.throttle)
+
+
+@dataclass(frozen=True, slots=True)
+class FlowAsk:
+    """What one create's flow rules ask, keys evaluated (None: the rule does not apply)."""
+
+    unique: tuple[str, UniqueRule] | None = None
+    debounce: tuple[str, DebounceRule] | None = None
+    throttle: tuple[str, ThrottleRule] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyFigure:
+    """One key of a queue's keyed limits as the store sees it now: its ready and running tasks
+    (``ready`` counted among at most the first 10,000 ready tasks read), and its rate limit's
+    bucket (``tokens`` None: full, or no keyed rate limit) with when its next start is allowed
+    (None: now)."""
+
+    key: str
+    ready: int
+    running: int
+    tokens: float | None = None
+    next_start_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -791,3 +881,255 @@ class NotificationSettings:
     events: tuple[str, ...]
     target: Mapping[str, Any]
     updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    """A key that signs the OIDC ID tokens duetime presents to targets
+    (:mod:`duetime.delivery.identity`). Published from ``created_at``, it signs from
+    ``signs_from`` until a later generation does; ``private_key`` is PEM, sealed."""
+
+    kid: str
+    generation: int
+    algorithm: str
+    public_jwk: Mapping[str, Any]
+    private_key: str
+    created_at: datetime
+    signs_from: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCertificate:
+    """A tenant's TLS client certificate, presented by webhooks whose target says
+    ``"auth": {"mtls": name}``. ``certificate`` is the PEM chain (leaf first);
+    ``private_key`` is PEM, sealed, and never leaves the service."""
+
+    tenant_id: str
+    name: str
+    certificate: str
+    private_key: str
+    fingerprint: str
+    subject: str
+    not_after: datetime
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A tenant's named credential (``PUT /v1/credentials/{name}``), as stored: its ``kind``
+    (``header`` or ``basic``, :mod:`duetime.delivery.credentials`) and ``secret``, the sealed
+    JSON of its values. Never shown: answers give the name, the kind and the fingerprint."""
+
+    tenant_id: str
+    name: str
+    kind: str
+    secret: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class HeldPayload:
+    """A payload duetime holds for a task (``payload_held``), read only with a token scoped to
+    the task's current attempt."""
+
+    id: str
+    tenant_id: str
+    task_id: str | None
+    payload_json: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class UiSession:
+    """A dashboard login: a tenant key's (``tenant_id`` and ``key_id``) or the admin's (both
+    None). The cookie holds a random id; the store only its hash."""
+
+    tenant_id: str | None
+    key_id: str | None
+    created_at: datetime
+    last_seen: datetime
+    expires_at: datetime
+
+    @property
+    def admin(self) -> bool:
+        return self.tenant_id is None
+
+
+@dataclass(frozen=True, slots=True)
+class SealedRow:
+    """A stored row that may hold sealed values, as ``duetime secrets rotate`` reads it:
+    ``table`` (one of ``tasks``, ``schedules``, ``notifications``, ``credentials``,
+    ``signing_keys``, ``client_certificates``), the row's ``key`` within its tenant (a task or
+    schedule id, the tenant id, a credential's or certificate's name, a signing key's id; the
+    tenant id of a signing key is empty), and ``raw``, the stored text that holds them (a JSON
+    document, or a sealed value)."""
+
+    table: str
+    key: str
+    tenant_id: str
+    raw: str
+
+
+# -- what follows a task's end (workflows, callbacks, spawned children) ------------------------
+
+
+class ParentFailure(enum.StrEnum):
+    """What a parent's failure (or cancel) means to a child waiting on it
+    (``on_parent_failure``): the child fails (``fail``, the default), runs once its other
+    parents have ended, seeing the failure (``run``), or is cancelled (``cancel``)."""
+
+    FAIL = "fail"
+    RUN = "run"
+    CANCEL = "cancel"
+
+
+class CallbackKind(enum.StrEnum):
+    """When a callback task is made: on a ``succeeded`` end, a ``failed`` end, or any end
+    (``succeeded``, ``failed`` or ``cancelled``)."""
+
+    ON_SUCCESS = "on_success"
+    ON_FAILURE = "on_failure"
+    ON_END = "on_end"
+
+    def fires_on(self, status: TaskStatus) -> bool:
+        """Whether a task ending ``status`` makes this callback."""
+        if self is CallbackKind.ON_SUCCESS:
+            return status is TaskStatus.SUCCEEDED
+        if self is CallbackKind.ON_FAILURE:
+            return status is TaskStatus.FAILED
+        return status.terminal
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """A task the store makes when another task ends, in the transaction of that end: it is
+    delivered to ``target`` (any target type) on ``queue`` (None: the ended task's) under
+    ``name`` (None: the callback's kind, ``on_success``...), carrying the outcome, and retried
+    per ``retry``."""
+
+    target: Mapping[str, Any]
+    queue: str | None = None
+    name: str | None = None
+    retry: RetryPolicy | None = None
+    timeout_seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": dict(self.target),
+            "queue": self.queue,
+            "name": self.name,
+            "retry": None if self.retry is None else self.retry.to_json(),
+            "timeout_seconds": self.timeout_seconds,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Callback:
+        retry = data.get("retry")
+        timeout = data.get("timeout_seconds")
+        return cls(
+            target=data["target"],
+            queue=data.get("queue"),
+            name=data.get("name"),
+            retry=None if retry is None else RetryPolicy.from_json(retry),
+            timeout_seconds=None if timeout is None else float(timeout),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """What follows a task's end besides its plain dependents (one ``task_follow`` row).
+
+    ``on_parent_failure``: what a failed parent means to this task; ``parents_in_body``: a push
+    delivery of this task sends its parents' outcomes with the payload (the envelope of
+    ``duetime.delivery.parents``); ``callbacks``: tasks made when it ends; ``workflow_id`` and
+    ``ref``: the workflow it is a node of, and its name there; ``spawned_by``: the task whose
+    handler spawned it."""
+
+    on_parent_failure: ParentFailure = ParentFailure.FAIL
+    parents_in_body: bool = False
+    callbacks: Mapping[CallbackKind, Callback] = field(default_factory=dict)
+    workflow_id: str | None = None
+    ref: str | None = None
+    spawned_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParentOutcome:
+    """A parent as its child sees it: its ``ref`` in the child's workflow (None outside one),
+    its status, and its result (JSON text; None when it has none, or when it is larger than
+    the reader asked to inline: ``result_bytes`` says how large, and the child fetches it by
+    reference) or its last error."""
+
+    id: str
+    ref: str | None
+    name: str | None
+    status: TaskStatus
+    result_json: str | None
+    result_bytes: int
+    error: str | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ParentsOf:
+    """A task's parents as its delivery carries them (``depends_on`` order), and whether a push
+    delivery sends them in the body."""
+
+    task_id: str
+    parents_in_body: bool
+    parents: tuple[ParentOutcome, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NewWorkflow:
+    """A workflow to create with its nodes (see :mod:`duetime.lifecycle.workflow`)."""
+
+    id: str
+    tenant_id: str
+    name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """A DAG of tasks created in one call; its nodes are tasks, its status theirs."""
+
+    id: str
+    tenant_id: str
+    name: str | None
+    labels: Mapping[str, str]
+    node_count: int
+    created_at: datetime
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowNode:
+    """One node of a workflow: its ``ref``, its task, and the refs of its parents."""
+
+    ref: str
+    task: Task
+    parents: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowView:
+    """A workflow and every node, in creation order."""
+
+    workflow: Workflow
+    nodes: tuple[WorkflowNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationEvent:
+    """One harm event waiting in the store to be sent (:mod:`duetime.store.core.outbox`): its
+    stable ``id``, the item it adds to a notification's body, when it happened."""
+
+    id: str
+    item: Mapping[str, Any]
+    at: datetime

@@ -10,11 +10,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 
 from duetime.bench.harness import NodeOptions, receiver_records, running, start_node, start_receiver
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.testing.faultrun import receiver_attempts, verify
 
 pytestmark = pytest.mark.acceptance
@@ -105,7 +105,7 @@ def test_sigkill_one_node_loses_nothing(pg_url: str, tmp_path: Path) -> None:
 
 
 async def _pending(url: str) -> int:
-    conn = await asyncpg.connect(url)
+    conn = await pg_connect(url)
     try:
         return int(await conn.fetchval("SELECT count(*) FROM history_pending"))
     finally:

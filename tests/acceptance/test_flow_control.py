@@ -126,8 +126,8 @@ def test_max_concurrency_holds_across_both_nodes_and_flows(cluster: Cluster) -> 
     assert fm.max_overlap(spans) == limit, "the limit is held over both nodes, and reached"
     # Flowing, the queue drains at up to limit / handler = 100 tasks/s (38-59/s measured on a
     # loaded 2-core machine: each cycle adds a completion write and a claim); a claim that waits
-    # for the next poll (1 s) gets at most `limit` starts per second per node (8/s, 4.3/s
-    # measured before queues flowed). A quarter of the ideal is still three times that.
+    # for the next poll (1 s) gets at most `limit` starts per second per node (8/s; 4.3/s
+    # measured so). A quarter of the ideal is still three times that.
     rate = fm.drain_rate(spans)
     assert rate >= 0.25 * limit / handler, f"drained at {rate:.1f} tasks/s"
     nodes = _nodes_that_delivered(cluster, ids, auth)

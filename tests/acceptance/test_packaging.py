@@ -1,6 +1,9 @@
-"""The package as a user installs it: the wheel and sdist build; the wheel installs into a clean
-venv without the service's dependencies; and that lean install imports, runs ``duetime --help``
-and drives a real node (started from the dev venv) through the SDK, a Worker and the CLI."""
+"""The package as a user installs it: the client (``duetime``) and the service
+(``duetime-server``, packaging/server) build as wheels from the one src tree and split it
+exactly, the client wheel holding only the package root, the SDK, the CLI and the modules they
+import; the client wheel installs into a clean venv without the service's dependencies; and that
+lean install imports, runs ``duetime --version`` and ``--help`` and drives a real node (started
+from the dev venv) through the SDK, a Worker and the CLI."""
 
 from __future__ import annotations
 
@@ -9,12 +12,13 @@ import subprocess
 import sys
 import textwrap
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
+import grimp
 import pytest
 
 from duetime.bench.harness import NodeOptions, running, start_node
+from duetime.version import __version__
 
 pytestmark = pytest.mark.acceptance
 
@@ -44,24 +48,76 @@ def _run(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 
     return done.stdout
 
 
+SERVICE_PACKAGES = ("api", "engine", "store", "node", "delivery", "notify", "history", "schedule")
+
+
+def _shipped(wheel: Path) -> set[str]:
+    """The files a wheel puts into the ``duetime`` package."""
+    return {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("duetime/")}
+
+
+def _client_closure() -> set[str]:
+    """The files of every module the package root, the SDK and the CLI import, transitively
+    (with the ``__init__`` of each package on the way: importing a module runs them)."""
+    graph = grimp.build_graph("duetime")
+    roots = ["duetime", "duetime.__main__"] + [
+        m for m in graph.modules if m.startswith(("duetime.sdk", "duetime.cli"))
+    ]
+    seen: set[str] = set()
+    while roots:
+        module = roots.pop()
+        if module not in seen:
+            seen.add(module)
+            roots.extend(graph.find_modules_directly_imported_by(module))
+    files = set()
+    for module in seen | {m.rsplit(".", 1)[0] for m in seen if "." in m}:
+        path = module.replace(".", "/")
+        package = ROOT / "src" / path / "__init__.py"
+        files.add(f"{path}/__init__.py" if package.exists() else f"{path}.py")
+    return files
+
+
 @pytest.fixture(scope="module")
-def lean_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A clean venv with only the built wheel (and its four dependencies) installed."""
-    work = tmp_path_factory.mktemp("packaging")
-    dist = work / "dist"
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The client wheel (with its sdist) and the service's wheel, built as a release would."""
+    dist = tmp_path_factory.mktemp("dist")
     # As CI and a release would: an isolated build (the build backend from the package index).
     _run(sys.executable, "-m", "build", "--outdir", dist, ROOT, timeout=180)
-    wheels = list(dist.glob("duetime-*.whl"))
+    _run(sys.executable, "-m", "build", "--outdir", dist, ROOT / "packaging/server", timeout=180)
+    client = list(dist.glob("duetime-*.whl"))
+    server = list(dist.glob("duetime_server-*.whl"))
     sdists = list(dist.glob("duetime-*.tar.gz"))
-    assert len(wheels) == 1 and len(sdists) == 1, list(dist.iterdir())
-    names = zipfile.ZipFile(wheels[0]).namelist()
-    # The migrations and dashboard templates travel in the wheel (package data).
-    assert any(n.endswith(".sql") and "/migrations/" in n for n in names)
-    assert any(n.startswith("duetime/api/ui/templates/") for n in names)
-    venv = work / "venv"
+    assert len(client) == len(server) == len(sdists) == 1, list(dist.iterdir())
+    return client[0], server[0]
+
+
+def test_client_wheel_ships_only_the_client(wheels: tuple[Path, Path]) -> None:
+    client = _shipped(wheels[0])
+    assert not [n for n in client if n.split("/")[1] in SERVICE_PACKAGES]
+    assert client == _client_closure() | {"duetime/py.typed"}
+
+
+def test_the_two_wheels_split_the_source_tree_exactly(wheels: tuple[Path, Path]) -> None:
+    client, server = _shipped(wheels[0]), _shipped(wheels[1])
+    assert not client & server, sorted(client & server)
+    source = {
+        str(p.relative_to(ROOT / "src"))
+        for p in (ROOT / "src" / "duetime").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+    assert client | server == source, sorted(source ^ (client | server))
+    # The migrations and the dashboard's files travel in the service's wheel (package data).
+    assert any(n.endswith(".sql") and "/migrations/" in n for n in server)
+    assert any(n.startswith("duetime/api/ui/templates/") for n in server)
+
+
+@pytest.fixture(scope="module")
+def lean_venv(tmp_path_factory: pytest.TempPathFactory, wheels: tuple[Path, Path]) -> Path:
+    """A clean venv with only the client wheel (and its four dependencies) installed."""
+    venv = tmp_path_factory.mktemp("packaging") / "venv"
     _run(sys.executable, "-m", "venv", venv)
     _run(venv / "bin" / "python", "-m", "pip", "install", "-q", wheels[0], timeout=180)
-    yield venv
+    return venv
 
 
 def test_lean_install_has_no_service_dependencies(lean_venv: Path) -> None:
@@ -74,6 +130,10 @@ def test_lean_install_has_no_service_dependencies(lean_venv: Path) -> None:
     assert missing.strip() == "[]", f"server packages in the lean install: {missing}"
     out = _run(py, "-c", "import duetime; from duetime import Client, Worker; print('ok')")
     assert out.strip() == "ok"
+    version = _run(lean_venv / "bin" / "duetime", "--version")
+    assert version.split() == ["duetime", __version__], version
+    listed = _run(py, "-m", "pip", "list", "--format", "freeze")
+    assert "duetime-server" not in listed and "duetime_server" not in listed, listed
     help_text = _run(lean_venv / "bin" / "duetime", "--help")
     for command in ("task", "schedule", "queue", "worker", "serve"):
         assert command in help_text

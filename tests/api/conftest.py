@@ -9,16 +9,20 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from api_helpers import ADMIN_TOKEN, TenantKey, make_tenant
+from cryptography.fernet import Fernet
 from fastapi import FastAPI
 
 from duetime.api.app import create_app
 from duetime.config import Settings
 from duetime.store import Store
 
+SECRET_KEY = Fernet.generate_key().decode()
+"""The key ring of the API tests' apps (so none makes a key file in the working directory)."""
+
 
 @pytest.fixture
 def settings() -> Settings:
-    return Settings(admin_token=ADMIN_TOKEN, max_payload_bytes=1024)
+    return Settings(admin_token=ADMIN_TOKEN, max_payload_bytes=1024, secret_keys=SECRET_KEY)
 
 
 @pytest.fixture
@@ -50,6 +54,6 @@ def signals_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Long polls re-claim only when the store's signal fires (not every second as well), so a
     poll that returns before its ``wait_seconds`` ran out proves the signal woke it: the tests
     then need no wall-clock bound tighter than a loaded machine keeps."""
-    from duetime.api import leasing
+    from duetime.lifecycle import lease as leasing
 
     monkeypatch.setattr(leasing, "POLL_SLICE_SECONDS", 3600.0)

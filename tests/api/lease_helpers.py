@@ -62,8 +62,7 @@ async def polls_waiting(app: FastAPI, count: int, within: float = 10.0) -> None:
     and now wait on the store's signal): the event a test creates its task after."""
     deadline = time.monotonic() + within
     while True:
-        hub = getattr(app.state, "lease_hub", None)
-        waiting = sum(hub._waiting.values()) if hub is not None else 0  # the hub's own count
+        waiting = sum(app.state.services.leases._waiting.values())  # the hub's own count
         if waiting >= count:
             return
         assert time.monotonic() < deadline, f"{waiting} of {count} lease calls waiting"

@@ -1,6 +1,6 @@
 """Direct handoff: a lone worker task created while a lease poll of its queue waits on the node
 is claimed for that poll in the create's own transaction (both stores; with the setting off,
-the poll claims after its wake-up as before). Either way the poll gets the task once, with one
+the poll claims after its wake-up instead). Either way the poll gets the task once, with one
 attempt and the life cycle ready -> running; a poll gone before its handoff lands gives the
 task back unspent, and queue limits hold."""
 
@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from lease_helpers import create, lease, polls_waiting, task
 
 from duetime.api.app import create_app
-from duetime.api.leasing import LeaseHub
 from duetime.config import Settings
+from duetime.lifecycle.lease import LeaseHub
 from duetime.store import Store
 from duetime.store.protocols import CreateHandoff
 from duetime.types import ClaimRequest, Lease, NewTask, TargetType
@@ -54,8 +54,7 @@ async def test_a_create_goes_to_the_waiting_poll(
 
 
 def hub_waiters(app: FastAPI) -> int:
-    found = getattr(app.state, "lease_hub", None)
-    return 0 if found is None else sum(len(w) for w in found._waiters.values())
+    return sum(len(w) for w in hub_of(app)._waiters.values())
 
 
 async def test_without_a_waiting_poll_a_create_stays_ready(
@@ -118,7 +117,7 @@ async def test_a_poll_gone_before_the_handoff_gives_the_task_back(
 
 
 def hub_of(app: FastAPI) -> LeaseHub:
-    found = getattr(app.state, "lease_hub", None)
+    found = app.state.services.leases
     assert isinstance(found, LeaseHub)
     return found
 

@@ -1,4 +1,4 @@
-"""Oversized request headers are refused with 431 before auth or routing (issue 8)."""
+"""Oversized request headers are refused with 431 before auth or routing."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from duetime.clock import FakeClock
 from duetime.config import Settings
 from duetime.history.retention import RetentionPolicy
 from duetime.store import Store
-from duetime.types import AttemptOutcome, ClaimRequest, Completion, TargetType
+from duetime.types import AttemptOutcome, ClaimRequest, Completion, TargetType, TaskStatus
 
 WORKER = {"type": "worker"}
 DAY = 86400.0
@@ -38,6 +38,7 @@ async def fail_all(store: Store, clock: FakeClock) -> None:
                 task_id=x.task.id, lease_id=x.lease_id, outcome=AttemptOutcome.FAILED,
                 started_at=clock.now(), duration_ms=2.0, error="nope", http_status=502,
                 retry_delay_seconds=None, worker="w9",
+                status=TaskStatus.FAILED,
             )
             for x in leases
         ]
@@ -89,7 +90,7 @@ async def test_history_of_changes_with_actor_and_paging(
 async def test_history_bad_filters_are_422(api: httpx.AsyncClient) -> None:
     assert_problem(await api.get("/v1/history", params={"kind": "nope"}), 422, "kind")
     assert_problem(await api.get("/v1/history", params={"outcome": "meh"}), 422, "outcome")
-    assert_problem(await api.get("/v1/history", params={"cursor": "zzz"}), 422, "cursor")
+    assert_problem(await api.get("/v1/history", params={"cursor": "zzz"}), 400, "cursor")
     assert_problem(await api.get("/v1/history", params={"since": "yesterday"}), 422, "since")
     assert_problem(await api.get("/v1/history", params={"label": "x"}), 422, "label")
     assert_problem(

@@ -30,7 +30,9 @@ def test_pulse_counts_a_rate_not_a_trickle() -> None:
 
 async def test_creates_leases_and_acks_are_counted(api: httpx.AsyncClient, app: FastAPI) -> None:
     pulse = Pulse(per_second=200, window=0.5, clock=lambda: 0.0)  # one window throughout
-    app.state.services = replace(app.state.services, pulse=pulse)
+    services = app.state.services
+    app.state.services = replace(services, pulse=pulse)
+    services.creator.count = services.leases.count = pulse.add
     made = await api.post(
         "/v1/tasks/batch",
         json={"tasks": [{"target": {"type": "worker"}, "queue": "q"} for _ in range(50)]},

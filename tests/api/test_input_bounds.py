@@ -1,4 +1,4 @@
-"""Hostile input at the API (issue 8): control characters, lone surrogates, dates at the ends of
+"""Hostile input at the API: control characters, lone surrogates, dates at the ends of
 the range, non-finite and absurd numbers. Each is a 422 naming the field, alike on both stores —
 never a 500, never a store's raw message, never silently stored."""
 

@@ -1,6 +1,6 @@
-"""Worker acks with hostile text, on both stores (issue 8): a NUL or other control character in a
-``fail`` error or a ``complete`` result used to be a 500 on PostgreSQL while SQLite kept it. Now
-both record the same cleaned, bounded text and the calls answer 200."""
+"""Worker acks with hostile text, on both stores: a NUL or other control character in a ``fail``
+error or a ``complete`` result (PostgreSQL's text columns refuse a NUL, SQLite keeps it) is
+recorded as the same cleaned, bounded text on both, and the calls answer 200 — never a 500."""
 
 from __future__ import annotations
 

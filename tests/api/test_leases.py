@@ -14,7 +14,6 @@ from fastapi import FastAPI
 from lease_helpers import NO_JITTER, attempts, create, lease, polls_waiting, reap, task
 
 from duetime.api.app import create_app
-from duetime.api.leasing import end_long_polls
 from duetime.clock import FakeClock
 from duetime.config import Settings
 from duetime.store import Store
@@ -127,7 +126,7 @@ async def test_long_poll_ends_empty_when_the_wait_runs_out(api: httpx.AsyncClien
 async def test_waiting_long_polls_are_capped_per_tenant(
     app: FastAPI, api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from duetime.api import leasing
+    from duetime.lifecycle import lease as leasing
 
     monkeypatch.setattr(leasing, "MAX_WAITING_POLLS_PER_TENANT", 2)
     waiting = [asyncio.create_task(lease(api, "capped", wait_seconds=60)) for _ in range(2)]
@@ -418,7 +417,7 @@ async def test_shutdown_ends_long_polls(settings: Settings, store: Store) -> Non
         c.headers.update((await make_tenant(c, "acme")).headers)
         poll = asyncio.create_task(lease(c, "idle", wait_seconds=60))
         await polls_waiting(app, 1)
-        end_long_polls(app.state)
+        app.state.services.leases.close()
         assert await asyncio.wait_for(poll, 20) == []
         # Later calls during shutdown answer at once too.
         assert await asyncio.wait_for(lease(c, "idle", wait_seconds=60), 20) == []
@@ -432,7 +431,7 @@ async def test_shutdown_before_the_first_lease_call_still_ends_its_poll(
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://duetime.test") as c:
         c.headers.update((await make_tenant(c, "acme")).headers)
-        end_long_polls(app.state)  # no lease call has made the app's lease hub yet
+        app.state.services.leases.close()  # before any lease call
         # signals_only: nothing but the shutdown ends this 60 s wait within 20 s.
         assert await asyncio.wait_for(lease(c, "idle", wait_seconds=60), 20) == []
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
-import asyncpg
 import httpx
 import pytest
 from api_helpers import ADMIN, ADMIN_TOKEN, TenantKey, assert_problem, case
@@ -16,6 +15,7 @@ from duetime.api.app import create_app
 from duetime.config import Settings
 from duetime.errors import ConfigError
 from duetime.store import Store, store_from_url
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.store.sqlite.backend import SqliteStore
 
 WORKER = {"type": "worker"}
@@ -106,7 +106,7 @@ async def _set_counter(store: Store, store_url: str, tenant_id: str, queue: str,
             )
         conn.close()
         return
-    pg = await asyncpg.connect(store_url)
+    pg = await pg_connect(store_url)
     try:
         await pg.execute(
             "UPDATE task_counts SET n = $1 WHERE tenant_id = $2 AND queue = $3", n, tenant_id, queue

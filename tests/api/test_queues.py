@@ -11,7 +11,6 @@ from api_helpers import assert_problem, case, make_tenant
 from fastapi import FastAPI
 from lease_helpers import HTTP, create, lease, polls_waiting
 
-from duetime.api import leasing
 from duetime.clock import FakeClock
 from duetime.engine.dispatcher import Dispatcher
 from duetime.store import Store
@@ -214,10 +213,10 @@ async def test_workers_are_listed_with_their_leases(
 
 
 async def test_heartbeat_keeps_a_worker_live(
-    api: httpx.AsyncClient, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    api: httpx.AsyncClient, app: FastAPI, clock: FakeClock
 ) -> None:
     # A node records a worker at most once a (real) second; this test's calls come faster.
-    monkeypatch.setattr(leasing, "SIGHTING_INTERVAL_SECONDS", 0.0)
+    app.state.services.leases._sightings.ttl = 0.0
     await create(api, queue="a")
     (got,) = await lease(api, "a", worker_id="busy", lease_seconds=300)
     clock.advance(100)

@@ -1,17 +1,17 @@
-"""Expression evaluation is bounded (issue 8): an expression whose next fire times cannot be found
+"""Expression evaluation is bounded: an expression whose next fire times cannot be found
 within the evaluation budget is a 422 naming its field at create and PATCH, ``upcoming`` and
 backfill are bounded alike, and reads answer ``next_run_at`` without searching again."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx
-import pytest
 from api_helpers import assert_problem
+from fastapi import FastAPI
 
 from duetime.clock import FakeClock
-from duetime.schedule import occurrences
 
 WORKER = {"type": "worker"}
 # dateutil steps through every minute of every day until a Monday 29 February at 23:00 comes:
@@ -62,35 +62,33 @@ async def test_upcoming_and_backfill_are_bounded_by_the_budget(api: httpx.AsyncC
 
 
 async def test_reads_do_not_search_for_next_run_again(
-    api: httpx.AsyncClient, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    api: httpx.AsyncClient, clock: FakeClock, app: FastAPI
 ) -> None:
     made = [
         (await api.post("/v1/schedules", json=schedule(cron=f"{m} * * * *"))).json()
         for m in range(5)
     ]
-    searches = 0
-    real = occurrences.occurrences_between
+    pool = app.state.services.evaluations  # every search runs there
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        nonlocal searches
-        searches += 1
-        return real(*args, **kwargs)
+    async def searches(read: Awaitable[httpx.Response]) -> tuple[int, httpx.Response]:
+        before = pool.jobs
+        resp = await read
+        return pool.jobs - before, resp
 
-    monkeypatch.setattr(occurrences, "occurrences_between", counted)
     for _ in range(3):
-        listed = (await api.get("/v1/schedules")).json()["items"]
+        jobs, resp = await searches(api.get("/v1/schedules"))
+        assert jobs == 0
+        listed = resp.json()["items"]
         assert sorted(s["next_run_at"] for s in listed) == sorted(s["next_run_at"] for s in made)
         for s in made:
-            assert (await api.get(f"/v1/schedules/{s['id']}")).json()["next_run_at"] == s[
-                "next_run_at"
-            ]
-    assert searches == 0
-    # Once a fire time passes, the next read finds the next one (once), then reuses it.
+            jobs, resp = await searches(api.get(f"/v1/schedules/{s['id']}"))
+            assert jobs == 0 and resp.json()["next_run_at"] == s["next_run_at"]
+    # Once a fire time passes, the next read finds the next ones (in one search), then reuses
+    # them.
     clock.advance(3600)
-    listed = (await api.get("/v1/schedules")).json()["items"]
-    assert searches == 5
-    for s in listed:
+    jobs, resp = await searches(api.get("/v1/schedules"))
+    assert jobs == 1
+    for s in resp.json()["items"]:
         before = next(m for m in made if m["id"] == s["id"])
         assert s["next_run_at"] > before["next_run_at"]
-    await api.get("/v1/schedules")
-    assert searches == 5
+    assert (await searches(api.get("/v1/schedules")))[0] == 0

@@ -3,10 +3,15 @@ both stores, and the throttle of :func:`duetime.api.bulk.bulk_change`."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import httpx
+import orjson
 from api_helpers import assert_problem, make_tenant
+from fastapi import FastAPI
+from starlette.types import Message
 
 from duetime.api.bulk import bulk_change
 from duetime.clock import FakeClock
@@ -47,6 +52,7 @@ async def fail_all(store: Store, clock: FakeClock) -> int:
                 http_status=503,
                 retry_delay_seconds=None,
                 worker="w1",
+                status=TaskStatus.FAILED,
             )
             for lease in leases
         ]
@@ -120,12 +126,23 @@ async def test_bad_bulk_input_is_422_and_changes_nothing(
 ) -> None:
     task = await create(api)
     await fail_all(store, clock)
-    assert_problem(await api.post("/v1/tasks/replay", json={"status": ["ready"]}), 422, "status")
-    assert_problem(await api.post("/v1/tasks/cancel", json={"status": ["failed"]}), 422, "status")
+    # Each call's document lists the statuses it may change (what the replay or cancel of one
+    # task allows), and the refusal names the one at fault.
+    wrong = await api.post("/v1/tasks/replay", json={"status": ["failed", "ready"]})
+    assert "'failed' or 'cancelled'" in assert_problem(wrong, 422, "status.1")["detail"]
+    wrong = await api.post("/v1/tasks/cancel", json={"status": ["failed"]})
+    assert "'retrying'" in assert_problem(wrong, 422, "status.0")["detail"]
+    document = (await api.get("/openapi.json")).json()["components"]["schemas"]
+    assert document["ReplayIn"]["properties"]["status"]["anyOf"][0]["items"]["enum"] == [
+        "failed", "cancelled",
+    ]  # fmt: skip
     assert_problem(await api.post("/v1/tasks/replay", json={"max_tasks": 0}), 422, "max_tasks")
-    assert_problem(
-        await api.post("/v1/tasks/replay", json={"rate_per_second": 0}), 422, "rate_per_second"
-    )
+    for rate in (0, 0.5, 0.001):  # under 1 a second, a walk of max_tasks could last days
+        assert_problem(
+            await api.post("/v1/tasks/replay", json={"rate_per_second": rate}),
+            422,
+            "rate_per_second",
+        )
     assert_problem(await api.post("/v1/tasks/replay", json={"bogus": 1}), 422, "bogus")
     assert_problem(
         await api.post(
@@ -161,3 +178,95 @@ async def test_bulk_change_is_throttled(store: Store, clock: FakeClock) -> None:
     )
     assert (done.matched, done.changed) == (5, 5)
     assert slept == [0.5, 0.5, 0.5, 0.5]
+
+
+def _bulk_scope(path: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    raw += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": raw,
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8080),
+    }
+
+
+async def test_a_walk_stops_when_its_caller_disconnects(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    ids = [await create(api) for _ in range(20)]
+    body = orjson.dumps({"rate_per_second": 2, "max_tasks": 20})
+    scope = _bulk_scope("/v1/tasks/cancel", {"Authorization": api.headers["authorization"]}, body)
+    sent: list[Message] = []
+    gone = asyncio.Event()
+
+    async def receive() -> Message:
+        if body_sent.is_set():
+            await gone.wait()  # as a server does: the next message is the disconnect
+            return {"type": "http.disconnect"}
+        body_sent.set()
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    body_sent = asyncio.Event()
+    call = asyncio.create_task(app(scope, receive, send))
+    await asyncio.sleep(0.8)  # two changes at 2 a second (the first at once)
+    gone.set()
+    started = time.monotonic()
+    await asyncio.wait_for(call, 5)
+    assert time.monotonic() - started < 2  # the walk of 10 s did not go on
+    cancelled = (await statuses(api, ids)).count("cancelled")
+    await asyncio.sleep(1.5)
+    assert (await statuses(api, ids)).count("cancelled") == cancelled
+    assert 1 <= cancelled <= 3
+
+
+async def test_a_node_shutting_down_stops_walks_with_a_503(
+    app: FastAPI, api: httpx.AsyncClient
+) -> None:
+    ids = [await create(api) for _ in range(20)]
+    walk = asyncio.create_task(
+        api.post("/v1/tasks/cancel", json={"rate_per_second": 2, "max_tasks": 20})
+    )
+    await asyncio.sleep(0.8)
+    app.state.services.walks.close()  # what `duetime serve` does on SIGTERM
+    resp = await asyncio.wait_for(walk, 5)
+    problem = assert_problem(resp, 503)
+    assert resp.headers["retry-after"]
+    assert "shutting down" in str(problem["detail"])
+    cancelled = (await statuses(api, ids)).count("cancelled")
+    assert 1 <= cancelled <= 3
+    assert f"{cancelled} changed" in str(problem["detail"])
+    again = await api.post("/v1/tasks/cancel", json={"max_tasks": 1})
+    assert_problem(again, 503)  # a closed node starts no walk
+
+
+async def test_a_batch_answers_ids_only_when_asked(api: httpx.AsyncClient) -> None:
+    tasks = [{"target": WORKER, "payload": {"blob": "x" * 500}} for _ in range(3)]
+    tasks.append({"target": WORKER, "idempotency_key": "once"})
+    first = await api.post("/v1/tasks", json={"target": WORKER, "idempotency_key": "once"})
+    resp = await api.post(
+        "/v1/tasks/batch", json={"tasks": tasks}, headers={"Prefer": "return=minimal"}
+    )
+    assert resp.status_code == 201, resp.text
+    assert resp.headers["preference-applied"] == "return=minimal"
+    items = resp.json()["items"]
+    assert [set(item) for item in items] == [{"id", "created"}] * 4
+    assert [item["created"] for item in items] == [True, True, True, False]
+    assert items[3]["id"] == first.json()["id"]
+    assert len(resp.content) < 400  # not the 1.5 KB of payloads echoed back
+    for item in items[:3]:
+        assert (await api.get(f"/v1/tasks/{item['id']}")).json()["payload"] == {"blob": "x" * 500}
+    whole = await api.post("/v1/tasks/batch", json={"tasks": tasks[:1]})
+    assert "preference-applied" not in whole.headers
+    assert whole.json()["items"][0]["payload"] == {"blob": "x" * 500}

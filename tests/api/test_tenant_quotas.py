@@ -1,4 +1,4 @@
-"""Tenant quotas and tenant management (SPEC §7 "Tenant quotas", issue 10): the admin calls,
+"""Tenant quotas and tenant management (SPEC §7 "Tenant quotas"): the admin calls,
 and creates over a quota refused with 429 naming it, creating nothing."""
 
 from __future__ import annotations

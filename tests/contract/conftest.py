@@ -19,6 +19,7 @@ import httpx
 import pytest
 import uvicorn
 from contract_server import ADMIN_TOKEN, Server
+from cryptography.fernet import Fernet
 
 from duetime.api.app import create_app
 from duetime.config import Settings
@@ -54,7 +55,12 @@ def server(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    settings = Settings(admin_token=ADMIN_TOKEN, max_payload_bytes=4096)
+    # A key ring of its own: fuzzed targets carry credentials, sealed with it.
+    settings = Settings(
+        admin_token=ADMIN_TOKEN,
+        max_payload_bytes=4096,
+        secret_keys=Fernet.generate_key().decode(),
+    )
     holder: dict[str, uvicorn.Server] = {}
     started = threading.Event()
 

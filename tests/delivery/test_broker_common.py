@@ -28,6 +28,7 @@ from duetime.testing.tcpproxy import TcpProxy
         ("nats://s3cr3t-token@n:4222", "nats://***@n:4222"),  # NATS reads a lone user as a token
         ("amqp://guest@mq/", "amqp://guest@mq/"),  # elsewhere a user name alone is no secret
         ("redis://cache:6379/0", "redis://cache:6379/0"),
+        ("redis://cache:6379/0?password=s3cret&db=1", "redis://cache:6379/0?password=***&db=1"),
         ("amqps://u:p%40ss@mq/vh", "amqps://u:***@mq/vh"),
     ],
 )
@@ -35,12 +36,14 @@ def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
 
 
-def test_public_target_hides_only_broker_passwords() -> None:
+def test_public_target_hides_credentials_and_leaves_the_stored_target_alone() -> None:
     amqp = {"type": "amqp", "url": "amqp://u:pw@mq/", "routing_key": "q"}
     assert public_target(amqp) == {**amqp, "url": "amqp://u:***@mq/"}
     assert amqp["url"] == "amqp://u:pw@mq/"  # the stored target is untouched
     http = {"type": "http", "url": "https://u:pw@hook.example/"}
-    assert public_target(http) is http
+    assert public_target(http) == {**http, "url": "https://u:***@hook.example/"}
+    plain = {"type": "http", "url": "https://hook.example/"}
+    assert public_target(plain) is plain
 
 
 def test_scrub_removes_every_spelling_of_the_password_as_a_token() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-import asyncpg
+from duetime.store.postgres.schema import connect as pg_connect
 
 
 def _sqlite_path(url: str) -> str:
@@ -24,7 +24,7 @@ async def sql(url: str, *statements: str) -> None:
         finally:
             conn.close()
         return
-    pg = await asyncpg.connect(url, timeout=5)
+    pg = await pg_connect(url, timeout=5)
     try:
         for statement in statements:
             await pg.execute(statement)

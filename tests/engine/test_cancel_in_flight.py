@@ -1,5 +1,5 @@
 """A task cancelled while its webhook is being delivered: the dispatcher stops the delivery
-(the request is abandoned mid-flight) and the task ends ``cancelled`` at once (issue 14)."""
+(the request is abandoned mid-flight) and the task ends ``cancelled`` at once."""
 
 from __future__ import annotations
 

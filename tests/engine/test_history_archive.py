@@ -30,6 +30,7 @@ from duetime.types import (
     Completion,
     NewTask,
     TargetType,
+    TaskStatus,
 )
 
 JAN = datetime(2030, 1, 10, tzinfo=UTC)
@@ -58,6 +59,7 @@ async def fail_tasks(store: Store, clock: FakeClock, tenant: str, n: int, name: 
                 task_id=lease.task.id, lease_id=lease.lease_id, outcome=AttemptOutcome.FAILED,
                 started_at=clock.now(), duration_ms=3.0, error="boom", http_status=500,
                 retry_delay_seconds=None, worker="w", logs=LOGS, response="upstream said no",
+                status=TaskStatus.FAILED,
             )
             for lease in leases
         ]
@@ -251,22 +253,22 @@ async def test_retired_tasks_are_archived_before_they_leave(
     assert await asyncio.to_thread(cold.tasks_read, "someone-else") == {}
 
 
-async def test_files_written_before_logs_existed_read_them_as_null(tmp_path: Path) -> None:
-    """A month archived before ``logs`` and ``response`` were columns still answers: they are
-    null, every other column as written."""
+async def test_archive_files_without_logs_columns_read_them_as_null(tmp_path: Path) -> None:
+    """A month archived in a schema without the ``logs`` and ``response`` columns still answers:
+    they are null, every other column as written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     cold = Archive(str(tmp_path / "archive"))
-    old = pa.schema([f for f in archive_mod.SCHEMA if f.name not in ("logs", "response")])
-    row = {name: None for name in old.names} | {
+    narrow = pa.schema([f for f in archive_mod.SCHEMA if f.name not in ("logs", "response")])
+    row = {name: None for name in narrow.names} | {
         "at": JAN, "id": 7, "tenant_id": "t", "kind": "attempt", "task_id": "task-1",
         "name": "report", "attempt": 1, "outcome": "failed", "error": "boom", "worker": "w",
         "started_at": JAN,
     }  # fmt: skip
     path = Path(cold.file_path("t", month_of(JAN)))
     path.parent.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist([row], schema=old), path)
+    pq.write_table(pa.Table.from_pylist([row], schema=narrow), path)
     (event,) = await cold.query(HistoryFilter(tenant_id="t", task_id="task-1"))
     assert (event.error, event.worker, event.logs, event.response) == ("boom", "w", None, None)
     (attempt,) = await cold.attempts("t", "task-1")

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 
-import asyncpg
-
 from duetime.cli.doctor import store_checks
 from duetime.clock import FakeClock
 from duetime.engine.history import HistoryMover, HistoryMoverConfig
@@ -16,7 +14,8 @@ from duetime.engine.leader import Leader
 from duetime.history.events import HistoryEvent, HistoryFilter
 from duetime.store import Store
 from duetime.store.postgres.backend import PostgresStore
-from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType
+from duetime.store.postgres.schema import connect as pg_connect
+from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType, TaskStatus
 
 
 async def run_tasks(store: Store, clock: FakeClock, tenant: str, n: int) -> None:
@@ -37,6 +36,7 @@ async def run_tasks(store: Store, clock: FakeClock, tenant: str, n: int) -> None
                 outcome=AttemptOutcome.SUCCEEDED if i % 2 else AttemptOutcome.FAILED,
                 started_at=clock.now(), duration_ms=1.0, error=None if i % 2 else "boom",
                 retry_delay_seconds=None, worker="w",
+                status=TaskStatus.SUCCEEDED if i % 2 else TaskStatus.FAILED,
             )
             for i, lease in enumerate(leases)
         ]
@@ -127,7 +127,7 @@ async def test_reads_see_each_record_once_while_moves_run(pg_url: str) -> None:
             await run_tasks(store, clock, tenant, 20)
         total = len(await records(store, tenant))
         assert total == 10 * 20 * 4  # under the page of 1,000: a duplicate would show
-        conn = await asyncpg.connect(pg_url)
+        conn = await pg_connect(pg_url)
         try:
             assert await conn.fetchval("SELECT count(*) FROM history") == 0
             counts: list[int] = []

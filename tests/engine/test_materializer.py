@@ -87,7 +87,16 @@ async def finish(store: Store, task: Task) -> None:
     )
     lease = next(lease for lease in leases if lease.task.id == task.id)
     [result] = await store.task_complete_many(
-        [Completion(task.id, lease.lease_id, AttemptOutcome.SUCCEEDED, lease.task.run_at, 1.0)]
+        [
+            Completion(
+                task.id,
+                lease.lease_id,
+                AttemptOutcome.SUCCEEDED,
+                lease.task.run_at,
+                1.0,
+                status=TaskStatus.SUCCEEDED,
+            )
+        ]
     )
     assert result.accepted
 

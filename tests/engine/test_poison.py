@@ -17,7 +17,6 @@ from poison_rows import refuse, set_columns, sql
 from test_materializer import make_schedule, node, tasks_of
 from test_services import leader_for
 
-from duetime.api.leasing import Ack, LeaseHub
 from duetime.clock import FakeClock
 from duetime.delivery.base import Delivery, Outcome
 from duetime.delivery.webhook import WebhookDeliverer
@@ -25,6 +24,8 @@ from duetime.engine.completer import Completer
 from duetime.engine.dispatcher import Dispatcher
 from duetime.engine.promoter import Promoter
 from duetime.engine.reaper import Reaper
+from duetime.lifecycle.finish import Ack
+from duetime.lifecycle.lease import LeaseHub
 from duetime.store import Store
 from duetime.testing.fakes import FakeDeliverer
 from duetime.types import (
@@ -70,6 +71,7 @@ def succeeded(lease: Lease) -> Completion:
         duration_ms=3.0,
         result_json='{"ok": true}',
         worker="w1",
+        status=TaskStatus.SUCCEEDED,
     )
 
 
@@ -154,7 +156,7 @@ async def test_completer_close_ends_within_its_grace_while_flushes_keep_failing(
 # -- reaper ----------------------------------------------------------------------------------
 
 
-async def test_reaper_goes_on_past_a_policy_whose_backoff_used_to_overflow(
+async def test_reaper_goes_on_past_a_policy_whose_backoff_overflows_a_float(
     store: Store, store_url: str, clock: FakeClock
 ) -> None:
     leader = await leader_for(store, clock)
@@ -163,7 +165,7 @@ async def test_reaper_goes_on_past_a_policy_whose_backoff_used_to_overflow(
     [poisoned] = await running(store, (await store.tenant_create("a")).id, 1, retry=steep)
     [garbled] = await running(store, (await store.tenant_create("b")).id, 1)
     [healthy] = await running(store, (await store.tenant_create("c")).id, 1)
-    # multiplier ** 199 overflowed a float: the reaper's round failed for every tenant.
+    # multiplier ** 199 overflows a float: unbounded, it would fail the reaper's whole round.
     await set_columns(store_url, "tasks", poisoned.task.id, attempts=200)
     retry_text = "'\"not a policy\"'" if store_url.startswith("sqlite:") else "'\"x\"'::jsonb"
     await set_columns(store_url, "tasks", garbled.task.id, retry=retry_text)
@@ -223,7 +225,7 @@ async def test_lease_acks_fail_the_one_the_store_refuses_and_record_the_rest(
     assert (await ended(store, leases[2]))[1] == "worker says no\ufffd"
 
 
-async def test_lease_fail_with_a_policy_whose_backoff_used_to_overflow(
+async def test_lease_fail_with_a_policy_whose_backoff_overflows_a_float_waits_the_cap(
     store: Store, store_url: str
 ) -> None:
     tenant = (await store.tenant_create("acme")).id
@@ -269,8 +271,8 @@ async def nul_receiver() -> AsyncIterator[str]:
 async def test_a_nul_in_a_webhook_reply_is_recorded_alike_on_both_stores(
     store: Store, clock: FakeClock, nul_receiver: str
 ) -> None:
-    # It used to wedge completions on PostgreSQL: the batch was put back and retried forever,
-    # healthy deliveries in it were never recorded, and the node could not stop.
+    # PostgreSQL refuses a NUL in text: stored raw, the batch would be put back and retried
+    # forever, the healthy deliveries in it never recorded, and the node unable to stop.
     tenant = (await store.tenant_create("acme")).id
     ids = {}
     for path in ("fail", "succeed", "ok"):

@@ -177,6 +177,7 @@ async def test_reaper_expires_a_dead_holders_lease(store: Store, clock: FakeCloc
         outcome=AttemptOutcome.SUCCEEDED,
         started_at=lease.lease_expires_at,
         duration_ms=1,
+        status=TaskStatus.SUCCEEDED,
     )
     [result] = await store.task_complete_many([late])
     assert not result.accepted

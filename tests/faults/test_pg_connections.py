@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-import asyncpg
 import httpx
 
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.testing.faultnodes import RETRY, WORKER_QUEUE, Processes
 from duetime.testing.faultrun import create_all, receiver_attempts, spread, verify, wait_settled
 
@@ -18,7 +18,7 @@ JOBS = 1000
 
 
 async def _terminate_all(url: str) -> int:
-    conn = await asyncpg.connect(url, timeout=10)
+    conn = await pg_connect(url, timeout=10)
     try:
         killed = await conn.fetchval(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "

@@ -63,6 +63,30 @@ def test_rules_pass_promtool() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_compose_prometheus_config_passes_promtool(tmp_path: Path) -> None:
+    """deploy/prometheus/prometheus.yml, checked whole (its rule file too) by promtool, with the
+    token file it names (mounted in the container) pointed at a stand-in."""
+    beside = Path(sys.executable).parent / "promtool"
+    promtool = shutil.which("promtool") or (str(beside) if beside.exists() else None)
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    config = (ROOT / "deploy/prometheus/prometheus.yml").read_text()
+    assert "/run/secrets/metrics_token" in config
+    (tmp_path / "token").write_text("stand-in\n")
+    (tmp_path / "prometheus.yml").write_text(
+        config.replace("/run/secrets/metrics_token", str(tmp_path / "token"))
+    )
+    (tmp_path / "alerts.yml").write_text(ALERTS.read_text())
+    done = subprocess.run(
+        [promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 rule files found" in done.stdout + done.stderr
+
+
 def test_every_expression_names_exported_metrics(tmp_path: Path) -> None:
     exprs = {**_alert_exprs(), **_panel_exprs()}
     assert len(_alert_exprs()) >= 4 and len(_panel_exprs()) >= 15

@@ -1,6 +1,7 @@
 """Missed schedule ticks reach the notifier: a real materializer round after downtime (both
-stores, pinned clock) tells the listeners, and a notifier with settings turns it into a
-``schedule.tick_missed`` notification task on the notifications queue."""
+stores, pinned clock) tells the listeners and records the event in its own transaction, and the
+leader's notifier turns it into a ``schedule.tick_missed`` notification task on the
+notifications queue."""
 
 from __future__ import annotations
 
@@ -41,22 +42,25 @@ async def test_downtime_notifies_missed_ticks(store: Store, clock: FakeClock) ->
     )
     target = {"type": "http", "url": "http://127.0.0.1:9/notify", "method": "POST"}
     await store.notification_put(tenant.id, [SCHEDULE_TICK_MISSED], target)
-    notifier = Notifier(store, clock, window=60)
+    leader = Leader(store, "new", ttl_seconds=10, clock=clock)
+    leader.is_leader = True
+    notifier = Notifier(store, leader, clock, window=60)
     heard: list[tuple[object, ...]] = []
 
     def hear(*args: object) -> None:
         heard.append(args)
 
     TICK_LISTENERS.append(hear)
-    notifier.listen()
     try:
         await (await materializer(store, clock, "old")).run_once()
         clock.advance(4 * 60)  # the node was down for four minutes
         await (await materializer(store, clock, "new")).run_once()
         assert heard == [("t1", schedule.id, 3)]
-        assert await notifier.flush(force=False) == 1
+        assert await store.notification_events_count() == 1  # durable before it is sent
+        assert await notifier.run_once() == 1
+        assert await store.notification_events_count() == 0
+        assert await notifier.run_once() == 0  # each event is in one notification
     finally:
-        await notifier.close()
         TICK_LISTENERS.remove(hear)
     (task,) = await store.task_list(TaskFilter(tenant_id=tenant.id, queue=QUEUE))
     body = orjson.loads(task.payload_json)

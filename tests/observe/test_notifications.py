@@ -17,7 +17,6 @@ from tests.observe.receivers import Received, receiver
 from duetime.api.app import create_app
 from duetime.config import Settings
 from duetime.engine.engine import Engine
-from duetime.engine.materializer import TICK_LISTENERS
 from duetime.node.wiring import build_deliverers
 from duetime.notify.events import QUEUE
 from duetime.sdk import ApiNotFound, ApiValidationError, AsyncClient, http_target
@@ -40,7 +39,7 @@ async def live(store_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Engine]
     store: Store = store_from_url(store_url)
     await store.open()
     await store.migrate()
-    engine = Engine(store, settings, build_deliverers(settings))
+    engine = Engine(store, settings, build_deliverers(settings, store))
     await engine.start()
     transport = httpx.ASGITransport(app=create_app(settings, store))
     try:
@@ -104,7 +103,7 @@ async def test_settings_api(live: tuple[httpx.AsyncClient, Engine]) -> None:
 async def test_outage_sends_a_digest_signed_and_recorded(
     live: tuple[httpx.AsyncClient, Engine],
 ) -> None:
-    api, _ = live
+    api, engine = live
     auth, secret, harmed_id = await tenant(api, "harmed")
     quiet, _, _ = await tenant(api, "quiet")  # no settings: nothing is sent for it
     with receiver() as (base, got):
@@ -129,9 +128,10 @@ async def test_outage_sends_a_digest_signed_and_recorded(
             return sum(b["count"] for b in bodies(got, "task.dead_lettered")) >= 40
 
         await until(all_told, "every dead letter to be told")
-        # A missed tick, as the materializer reports it.
-        for listener in list(TICK_LISTENERS):
-            listener(harmed_id, "sched-1", 3)
+        # An event recorded in a transaction of its own (as a create refused over a quota).
+        await engine.store.notification_record(
+            harmed_id, "schedule.tick_missed", {"schedule_id": "sched-1", "missed": 3}
+        )
 
         async def tick_told() -> bool:
             return bool(bodies(got, "schedule.tick_missed"))

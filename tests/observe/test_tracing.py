@@ -50,7 +50,7 @@ async def live(store_url: str) -> AsyncIterator[tuple[Store, httpx.AsyncClient, 
     store = store_from_url(store_url)
     await store.open()
     await store.migrate()
-    engine = Engine(store, settings, build_deliverers(settings))
+    engine = Engine(store, settings, build_deliverers(settings, store))
     await engine.start()
     app = create_app(settings, store)
     transport = httpx.ASGITransport(app=app)

@@ -1,20 +1,17 @@
-"""Bulk replay/cancel and history through the SDK (async and sync) and the CLI, against the
-real API on SQLite."""
+"""Bulk replay/cancel and history through the SDK (async and sync), against the real API on
+SQLite (the ``duetime task replay|cancel-matching`` and ``duetime history`` commands:
+tests/cli)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
-import orjson
 import pytest
-from typer.testing import CliRunner
 
-from duetime import cli
 from duetime.api.app import create_app
-from duetime.cli import common
 from duetime.config import Settings
-from duetime.sdk import ApiValidationError, AsyncClient, Client, worker_target
+from duetime.sdk import ApiValidationError, AsyncClient, worker_target
 from duetime.store import Store, store_from_url
 
 BASE = "http://127.0.0.1:8080"  # dev mode answers loopback hosts only
@@ -55,37 +52,6 @@ async def test_sdk_replay_and_cancel_by_filter(transport: httpx.ASGITransport) -
             await client.replay_tasks(status="ready")
 
 
-@pytest.fixture
-def cli_client(transport: httpx.ASGITransport) -> Iterator[None]:
-    original = common.client_factory
-
-    def factory(url: str, api_key: str | None) -> Client:
-        return Client(BASE, api_key, transport=transport)
-
-    common.client_factory = factory
-    try:
-        yield
-    finally:
-        common.client_factory = original
-
-
-def test_cli_replay_and_cancel_matching(cli_client: None, transport: httpx.ASGITransport) -> None:
-    with Client(BASE, transport=transport) as client:
-        client.create_task(target=worker_target(), queue="q", run_at=None)
-        client.create_task(target=worker_target(), queue="q", delay_seconds=3600)
-    runner = CliRunner()
-    cancelled = runner.invoke(cli.app, ["task", "cancel-matching", "--status", "scheduled"])
-    assert cancelled.exit_code == 0, cancelled.output
-    assert orjson.loads(cancelled.stdout) == {"matched": 1, "changed": 1}
-    replayed = runner.invoke(
-        cli.app, ["task", "replay", "--status", "cancelled", "--queue", "q", "--rate", "50"]
-    )
-    assert replayed.exit_code == 0, replayed.output
-    assert orjson.loads(replayed.stdout) == {"matched": 1, "changed": 1}
-    bad = runner.invoke(cli.app, ["task", "replay", "--status", "running"])
-    assert bad.exit_code == 6 and "status" in bad.output  # validation
-
-
 async def test_sdk_history_pages(transport: httpx.ASGITransport) -> None:
     async with AsyncClient(BASE, transport=transport) as client:
         task = await client.create_task(target=worker_target(), queue="h", name="n")
@@ -97,21 +63,3 @@ async def test_sdk_history_pages(transport: httpx.ASGITransport) -> None:
         assert every[-1].to_status == "ready" and every[-1].from_status is None
         failed = await client.list_history(kind="attempt", outcome=["failed"], name="n")
         assert [e.error for e in failed.items] == ["down"]
-
-
-def test_cli_history(cli_client: None, transport: httpx.ASGITransport) -> None:
-    with Client(BASE, transport=transport) as client:
-        task = client.create_task(target=worker_target(), queue="q")
-        client.cancel_task(task.id)
-    runner = CliRunner()
-    out = runner.invoke(cli.app, ["history", "--task-id", task.id])
-    assert out.exit_code == 0, out.output
-    items = orjson.loads(out.stdout)["items"]
-    assert [(e["from_status"], e["to_status"], e["actor"]) for e in items] == [
-        ("ready", "cancelled", "dev"),
-        (None, "ready", "api"),
-    ]
-    lines = runner.invoke(cli.app, ["history", "--all", "--kind", "task", "--limit", "1"])
-    assert lines.exit_code == 0 and len(lines.stdout.strip().splitlines()) == 2
-    bad = runner.invoke(cli.app, ["history", "--kind", "nope"])
-    assert bad.exit_code == 6 and "kind" in bad.output

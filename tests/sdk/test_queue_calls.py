@@ -1,24 +1,18 @@
-"""Queue calls of the SDK and the ``duetime queue`` CLI against the real API, with the store's
-time pinned by the test's FakeClock: the SDK calls on the stores ``--store`` names, the CLI on
-SQLite (its blocking client runs its own event loop, which a PostgreSQL pool opened on the test's
-loop cannot serve)."""
+"""Queue calls of the SDK against the real API, with the store's time pinned by the test's
+FakeClock, on the stores ``--store`` names (the ``duetime queue`` commands: tests/cli)."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Iterator
 
 import httpx
-import orjson
 import pytest
-from typer.testing import CliRunner
 
-from duetime import cli
 from duetime.api.app import create_app
 from duetime.clock import FakeClock
 from duetime.config import Settings
 from duetime.sdk import ApiValidationError, AsyncClient, Client, QueueInfo, worker_target
-from duetime.store import Store, store_from_url
+from duetime.store import Store
 
 BASE = "http://127.0.0.1:8080"  # dev mode answers loopback hosts only
 
@@ -136,169 +130,3 @@ def test_sync_put_queue_takes_the_same_arguments() -> None:
     sync = inspect.signature(Client.put_queue).parameters
     assert list(sync) == list(inspect.signature(AsyncClient.put_queue).parameters)
     assert {"rate_limit_per_second", "burst", "max_concurrency_per_key"} <= set(sync)
-
-
-@pytest.fixture
-async def sqlite_store(sqlite_url: str, clock: FakeClock) -> AsyncIterator[Store]:
-    s = store_from_url(sqlite_url, clock=clock)
-    await s.open()
-    await s.migrate()
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
-@pytest.fixture
-def cli_transport(sqlite_store: Store) -> httpx.ASGITransport:
-    return httpx.ASGITransport(app=create_app(Settings(), sqlite_store))  # dev mode
-
-
-@pytest.fixture
-def cli_client(cli_transport: httpx.ASGITransport) -> Iterator[None]:
-    """Route the CLI's SDK client through the in-process app."""
-
-    original = cli.common.client_factory
-
-    def factory(url: str, api_key: str | None) -> Client:
-        return Client(BASE, api_key, transport=cli_transport)
-
-    cli.common.client_factory = factory
-    try:
-        yield
-    finally:
-        cli.common.client_factory = original
-
-
-def test_queue_cli_pause_resume(cli_client: None) -> None:
-    runner = CliRunner()
-    paused = runner.invoke(cli.app, ["queue", "pause", "reports"])
-    assert paused.exit_code == 0, paused.output
-    assert orjson.loads(paused.stdout)["paused"] is True
-    got = runner.invoke(cli.app, ["queue", "get", "reports"])
-    assert orjson.loads(got.stdout)["paused"] is True
-    resumed = runner.invoke(cli.app, ["queue", "resume", "reports"])
-    assert orjson.loads(resumed.stdout)["paused"] is False
-    bad = runner.invoke(cli.app, ["queue", "set", "reports", "--max-concurrency", "0"])
-    assert bad.exit_code == 6 and "max_concurrency" in bad.output
-
-
-def test_queue_cli_set_changes_only_what_is_given(cli_client: None) -> None:
-    runner = CliRunner()
-    assert runner.invoke(cli.app, ["queue", "pause", "reports"]).exit_code == 0
-    limited = runner.invoke(cli.app, ["queue", "set", "reports", "--max-concurrency", "5"])
-    assert limited.exit_code == 0, limited.output
-    shown = orjson.loads(limited.stdout)
-    assert shown["max_concurrency"] == 5 and shown["paused"] is True  # still paused
-    active = orjson.loads(runner.invoke(cli.app, ["queue", "set", "reports", "--active"]).stdout)
-    assert active["paused"] is False and active["max_concurrency"] == 5  # limit kept
-    free = orjson.loads(runner.invoke(cli.app, ["queue", "set", "reports", "--unlimited"]).stdout)
-    assert free["max_concurrency"] is None and free["paused"] is False
-    assert runner.invoke(cli.app, ["queue", "set", "reports"]).exit_code == 2
-
-
-def _run(*args: str, code: int = 0) -> dict[str, object]:
-    result = CliRunner().invoke(cli.app, list(args))
-    assert result.exit_code == code, (args, result.output)
-    return orjson.loads(result.stdout) if code == 0 else {}
-
-
-def test_queue_cli_set_flow_limits_then_get_shows_them(cli_client: None) -> None:
-    _run("queue", "set", "reports", "--rate", "5", "--burst", "10", "--per-key", "1")
-    got = _run("queue", "get", "reports")
-    assert (got["rate_limit_per_second"], got["burst"], got["max_concurrency_per_key"]) == (
-        5.0,
-        10,
-        1,
-    )
-    assert got["tokens"] == 10.0 and got["held_by"] == []
-    assert got["max_concurrency"] is None and got["paused"] is False
-
-    faster = _run("queue", "set", "reports", "--rate", "8")
-    assert (faster["rate_limit_per_second"], faster["burst"]) == (8.0, 10)  # burst kept
-    assert faster["max_concurrency_per_key"] == 1
-    default_burst = _run("queue", "set", "reports", "--no-burst", "--max-concurrency", "3")
-    assert (default_burst["burst"], default_burst["rate_limit_per_second"]) == (None, 8.0)
-    assert default_burst["max_concurrency"] == 3 and default_burst["max_concurrency_per_key"] == 1
-    _run("queue", "set", "reports", "--burst", "4")
-    no_rate = _run("queue", "set", "reports", "--no-rate")
-    assert (no_rate["rate_limit_per_second"], no_rate["burst"], no_rate["tokens"]) == (
-        None,
-        None,
-        None,
-    )
-    assert no_rate["max_concurrency"] == 3 and no_rate["max_concurrency_per_key"] == 1
-    no_key = _run("queue", "set", "reports", "--no-per-key")
-    assert no_key["max_concurrency_per_key"] is None and no_key["max_concurrency"] == 3
-    free = _run("queue", "set", "reports", "--no-max-concurrency")
-    assert free["max_concurrency"] is None
-
-
-def test_queue_cli_set_refuses_contradictions(cli_client: None) -> None:
-    for args in (
-        ["--rate", "5", "--no-rate"],
-        ["--burst", "5", "--no-rate"],
-        ["--burst", "5", "--no-burst"],
-        ["--per-key", "1", "--no-per-key"],
-        ["--max-concurrency", "1", "--unlimited"],
-    ):
-        _run("queue", "set", "reports", *args, code=2)
-    refused = CliRunner().invoke(cli.app, ["queue", "set", "fresh", "--burst", "3"])
-    assert refused.exit_code == 6 and "burst" in refused.output  # no rate to size
-    refused = CliRunner().invoke(cli.app, ["queue", "set", "fresh", "--rate", "0"])
-    assert refused.exit_code == 6 and "rate_limit_per_second" in refused.output
-
-
-def test_queue_cli_pause_resume_keep_every_setting(
-    cli_client: None, cli_transport: httpx.ASGITransport
-) -> None:
-    with Client(BASE, transport=cli_transport) as client:
-        client.put_queue(
-            "reports",
-            max_concurrency=7,
-            rate_limit_per_second=2.5,
-            burst=6,
-            max_concurrency_per_key=1,
-            retention={"succeeded": "P3D"},
-        )
-    kept = {
-        "max_concurrency": 7,
-        "rate_limit_per_second": 2.5,
-        "burst": 6,
-        "max_concurrency_per_key": 1,
-        "retention": {"succeeded": "P3D"},
-    }
-    paused = _run("queue", "pause", "reports")
-    assert paused["paused"] is True and {k: paused[k] for k in kept} == kept
-    resumed = _run("queue", "resume", "reports")
-    assert resumed["paused"] is False and {k: resumed[k] for k in kept} == kept
-    again = _run("queue", "set", "reports", "--paused")
-    assert again["paused"] is True and {k: again[k] for k in kept} == kept
-
-
-def test_queue_cli_list_table_shows_tokens_and_held_by(
-    cli_client: None, cli_transport: httpx.ASGITransport
-) -> None:
-    with Client(BASE, transport=cli_transport) as client:
-        client.create_task(target=worker_target(), queue="reports")
-    _run("queue", "set", "reports", "--paused", "--rate", "2", "--burst", "3")
-    table = CliRunner().invoke(cli.app, ["queue", "list", "-o", "table"])
-    assert table.exit_code == 0, table.output
-    header, row = table.stdout.splitlines()[:2]
-    assert header.split() == [
-        "NAME",
-        "PAUSED",
-        "MAX_CONCURRENCY",
-        "RATE_LIMIT_PER_SECOND",
-        "BURST",
-        "MAX_CONCURRENCY_PER_KEY",
-        "RUNNING",
-        "OLDEST_DUE_LAG_SECONDS",
-        "TOKENS",
-        "HELD_BY",
-    ]
-    assert row.split() == ["reports", "true", "-", "2.0", "3", "-", "0", "0.0", "3.0", '["paused"]']
-    listed = orjson.loads(CliRunner().invoke(cli.app, ["queue", "list"]).stdout)
-    assert [(q["name"], q["tokens"], q["held_by"]) for q in listed] == [
-        ("reports", 3.0, ["paused"])
-    ]

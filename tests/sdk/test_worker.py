@@ -358,7 +358,13 @@ async def test_exceptions_map_to_retryable_and_non_retryable_failures() -> None:
         "retryable": False,
         "retry_after_seconds": None,
         "timed_out": False,
+        "logs": api.outcomes[final][1]["logs"],
     }
+    # The attempt's logs carry the traceback: where the handler raised, the exception last.
+    trace = api.outcomes[boom][1]["logs"]
+    assert trace.startswith("Traceback (most recent call last):\n")
+    assert 'raise ValueError("bad value\\nsecond line")' in trace
+    assert trace.endswith("ValueError: bad value\nsecond line")
     assert api.outcomes[sync_boom][1]["error"] == "KeyError: 'k'"
     assert api.outcomes[sync_boom][1]["retryable"] is True
     assert api.outcomes[odd][1]["retryable"] is False
@@ -710,7 +716,7 @@ async def test_second_stop_skips_the_grace_period() -> None:
     await asyncio.sleep(0.05)
     assert not running.done()
     worker.stop()
-    await asyncio.wait_for(running, 10)  # far below the 30 s grace: the second stop skipped it
+    await asyncio.wait_for(running, 10)  # far below the 30 s grace: stop() again skips it
     assert api.outcomes[task][1]["error"] == "worker shutting down"
 
 

@@ -13,7 +13,16 @@ import pytest
 from duetime.api.app import create_app
 from duetime.config import Settings
 from duetime.sdk import AsyncClient, LeaseCompletion, LeaseFailure, worker_target
-from duetime.sdk.worker import LOG_LIMIT_CHARS, Job, NonRetryable, Worker, WorkerConfig
+from duetime.sdk.worker import (
+    LOG_LIMIT_CHARS,
+    TRACEBACK_LIMIT_BYTES,
+    Job,
+    NonRetryable,
+    Worker,
+    WorkerConfig,
+    logs_with_traceback,
+    traceback_text,
+)
 from duetime.store import Store
 
 ADMIN = "admin-token-for-tests"
@@ -75,7 +84,12 @@ async def test_worker_handlers_attach_logs_with_job_log(client: AsyncClient) -> 
     (done,) = await client.list_attempts(ok)
     assert (done.outcome, done.logs, done.worker) == ("succeeded", "doubling 2\ndone", "w-logs")
     (failed,) = await client.list_attempts(bad)
-    assert (failed.outcome, failed.logs) == ("failed", "about to fail")
+    assert failed.outcome == "failed" and failed.logs is not None
+    # The handler's lines, then its traceback (where it raised, and the exception last).
+    assert failed.logs.startswith("about to fail\nTraceback (most recent call last):\n")
+    assert "duetime/sdk/" not in failed.logs  # from the handler's frame on
+    assert 'raise NonRetryable("no good")' in failed.logs
+    assert failed.logs.endswith("NonRetryable: no good")
     assert "no good" in (failed.error or "")
     (silent,) = await client.list_attempts(quiet)
     assert silent.logs is None
@@ -107,3 +121,34 @@ def test_run_handler_reports_the_logs() -> None:
 
     outcome = run_handler(handler, 7)
     assert (outcome.succeeded, outcome.logs) == (True, "working on 7")
+
+
+def _raised(depth: int, message: str) -> Exception:
+    # Two functions in turn: Python folds a run of one repeated frame into one line.
+    def dive(n: int) -> None:
+        if n == 0:
+            raise RuntimeError(message)
+        again(n - 1)
+
+    def again(n: int) -> None:
+        dive(n)
+
+    try:
+        dive(depth)
+    except RuntimeError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def test_a_long_traceback_keeps_its_last_frames_and_the_logs_leave_it_room() -> None:
+    deep = _raised(400, "the innermost é")  # hundreds of frames: far more than 8 KiB
+    trace = traceback_text(deep)
+    assert len(trace.encode()) <= TRACEBACK_LIMIT_BYTES
+    assert trace.startswith("Traceback (most recent call last):\n  ... (earlier lines cut)\n")
+    assert trace.endswith("RuntimeError: the innermost é")
+    short = traceback_text(_raised(1, "shallow"))
+    assert short.startswith("Traceback (most recent call last):\n  File ")
+    # Full logs are cut so that the traceback still fits the 64 KiB the server keeps.
+    logs = logs_with_traceback("ü" * LOG_LIMIT_CHARS, deep)
+    assert len(logs.encode()) <= 64 * 1024 and logs.endswith(trace)
+    assert logs_with_traceback(None, deep) == trace

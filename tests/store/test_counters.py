@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-import asyncpg
-
 from duetime.clock import FakeClock
 from duetime.store import Store
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.store.sqlite.backend import SqliteStore
 from duetime.testing.conformance import _create, _tenant, new_task
 from duetime.testing.conformance_counters import *  # noqa: F403
@@ -25,7 +24,7 @@ async def _drift(store: Store, store_url: str, tenant_id: str) -> None:
             conn.execute("UPDATE task_counts SET n = 1 WHERE queue = 'other'")
         conn.close()
         return
-    pg = await asyncpg.connect(store_url)
+    pg = await pg_connect(store_url)
     try:  # a change made with triggers disabled (as a logical-replication apply would)
         await pg.execute("SET session_replication_role = replica")
         await pg.execute("UPDATE tasks SET status = 'cancelled' WHERE queue = 'q'")

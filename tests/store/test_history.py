@@ -11,6 +11,7 @@ from duetime.errors import NotFound, ValidationError
 from duetime.history.actor import acting_as
 from duetime.history.events import HistoryFilter
 from duetime.history.retention import RetentionPolicy
+from duetime.states import after_attempt
 from duetime.store import Store
 from duetime.types import (
     AttemptOutcome,
@@ -53,6 +54,7 @@ async def finish(
                 http_status=None,
                 retry_delay_seconds=None,
                 worker="w7",
+                status=after_attempt(outcome is AttemptOutcome.SUCCEEDED, None),
             )
             for lease in leases
         ]

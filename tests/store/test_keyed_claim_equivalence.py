@@ -1,14 +1,14 @@
-"""``task_claim_keyed`` (PostgreSQL) claims exactly what the statement it replaced claimed.
+"""``task_claim_keyed`` (PostgreSQL) claims exactly what a plain ranking of the queue claims.
 
-The old statement ranked every ready task of the queue with a window function (O(backlog) per
-claim); the new one walks the queue's ready tasks in claim order and stops when the room is
-filled (``tests/store/test_keyed_claim_scale.py`` pins that). The old text is kept below,
+The plain statement ranks every ready task of the queue with a window function (O(backlog) per
+claim); the store's walks the queue's ready tasks in claim order and stops when the room is
+filled (``tests/store/test_keyed_claim_scale.py`` pins that). The plain text is kept below,
 verbatim, as the oracle: on random small states (keyed and unkeyed tasks, ties in priority, due
 and creation time, running tasks holding keys, other queues and tenants, random ``per_key``,
 room, target types and names), both run on the same rows, each rolled back, and must claim the
-same set of task ids. The new statement is also run with its shortcuts turned off (every key's
-first tasks read per row, as in a queue with more keys than it lists up front), so each of its
-paths is held to the oracle.
+same set of task ids. The store's statement is also run with its shortcuts turned off (every
+key's first tasks read per row, as in a queue with more keys than it lists up front), so each of
+its paths is held to the oracle.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from duetime.store.postgres import hot
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.store.sql import Query, parse
 
-# The statement as of ead30aa (src/duetime/store/postgres/hot_batch.sql), with the two fragments
-# it included, verbatim.
+# The oracle: the keyed claim written as a window over every ready task of the queue, with the
+# two fragments it includes.
 ORACLE_SQL = """
 -- fragment: limited_room
 -- How many a limited queue's claim may take: :limit (the claim's room, already cut to the
@@ -90,7 +91,7 @@ picked AS (
 """
 
 ORACLE = parse(ORACLE_SQL, "postgres", source="oracle")["task_claim_keyed"]
-NEW = hot.Q["task_claim_keyed"]
+STORE_CLAIM = hot.Q["task_claim_keyed"]
 
 
 def _replaced(text: str, old: str, new: str, count: int) -> str:
@@ -99,15 +100,15 @@ def _replaced(text: str, old: str, new: str, count: int) -> str:
 
 
 def _without_shortcuts() -> list[Query]:
-    """The new statement with its shortcuts off: (1) no list of every key (as when the queue
+    """The store's statement with its shortcuts off: (1) no list of every key (as when the queue
     holds more than the statement lists up front), (2) that and no keys read ahead from the first
     rows either, so every keyed row asks for its key's first tasks itself."""
-    text = NEW.text
+    text = STORE_CLAIM.text
     no_list = _replaced(text, "cardinality(ks) <= 32", "cardinality(ks) <= 0", 1)
     start, end = no_list.index("lead AS MATERIALIZED ("), no_list.index("worker_walk AS")
     lead = _replaced(no_list[start:end], "LIMIT (SELECT n FROM room)", "LIMIT 0", 2)
     no_lead = no_list[:start] + lead + no_list[end:]
-    return [Query(NEW.name, t, NEW.names) for t in (no_list, no_lead)]
+    return [Query(STORE_CLAIM.name, t, STORE_CLAIM.names) for t in (no_list, no_lead)]
 
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -189,7 +190,7 @@ async def _compare(
             BASE,
             [BASE + timedelta(seconds=t["created"]) for t in tasks],
         )
-        # The new statement as the store runs it (no sorts, generic plan), or with custom plans.
+        # The statement as the store runs it (no sorts, generic plan), or with custom plans.
         mode = "force_generic_plan" if claim["generic"] else "force_custom_plan"
         settings = (hot.Q["claim_keyed_plan"].text, f"SET LOCAL plan_cache_mode = {mode}")
         params = {
@@ -206,9 +207,9 @@ async def _compare(
             "per_key": claim["per_key"],
         }
         expected = await _claim(conn, ORACLE, params)
-        for query in (NEW, *_without_shortcuts()):
+        for query in (STORE_CLAIM, *_without_shortcuts()):
             got = await _claim(conn, query, params, *settings)
-            assert got == expected, (query.text == NEW.text, tasks, claim)
+            assert got == expected, (query.text == STORE_CLAIM.text, tasks, claim)
         return expected
     finally:
         await tx.rollback()
@@ -249,7 +250,7 @@ def test_the_keyed_claim_takes_what_the_window_statement_took(pg_url: str) -> No
     # As the store connects (no JIT: with the sorts off, the planner's costs would compile it).
     server = {"jit": "off", "statement_timeout": "10s"}
     conn: asyncpg.Connection[Any] = loop.run_until_complete(
-        asyncpg.connect(pg_url, server_settings=server)
+        pg_connect(pg_url, server_settings=server)
     )
     claimed: list[int] = []
 

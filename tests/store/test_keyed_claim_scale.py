@@ -1,13 +1,13 @@
 """A keyed claim (``task_claim_keyed``, PostgreSQL) reads what it takes, not the queue's backlog.
 
-The statement it replaced ranked every ready task of the queue with a window function, so each
-claim read and sorted the whole backlog (288 ms with 100,000 ready tasks). Here, under analyzed
+Ranking every ready task of the queue with a window function would make each claim read and
+sort the whole backlog (288 ms with 100,000 ready tasks). Here, under analyzed
 statistics that know of a backlog of a few thousand ready tasks in each shape (a key per task,
 one key idle or busy, a few keys of many tasks, keyed and unkeyed mixed), both the custom and
 the generic plan are run (``EXPLAIN ANALYZE``, rolled back) and the rows they read from
 ``tasks`` are counted: where the room can be filled from the first tasks in claim order, a
 claim reads about the room (and each key it meets, once); where nothing may run, it walks the
-ready tasks once in index order, without sorting or ranking them. The old statement fails the
+ready tasks once in index order, without sorting or ranking them. A ranking statement fails the
 first kind outright (it reads every ready task). Times are in ``benchmarks/keyed_claim.py``.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from duetime.store.postgres import hot
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.testing.plans import explain, plan_nodes, rows_read, statement
 
 N = 3000
@@ -50,7 +51,7 @@ SHAPES: dict[str, tuple[str, str | None]] = {
 # The shapes whose room is filled from the first tasks in claim order, and the rows a claim may
 # read there: about the room, the key list (at most 33 keys) and each key's first tasks (150),
 # plus, in "blocks", the rest of each key it takes from (its next 32 tasks come next in claim
-# order, one priority in three). The old statement read all 3,000 and more.
+# order, one priority in three). A ranking statement reads all 3,000 and more.
 SHORT = {"push": 150, "distinct": 150, "interleaved": 150, "mixed": 150}
 SHORT |= {"blocks": 150 + ROOM * 33}
 
@@ -82,7 +83,7 @@ async def _explain(conn: asyncpg.Connection[Any], queue: str, mode: str) -> dict
 
 
 async def test_a_keyed_claim_reads_about_its_room_not_the_backlog(pg_url: str) -> None:
-    conn = await asyncpg.connect(pg_url, server_settings={"jit": "off"})
+    conn = await pg_connect(pg_url, server_settings={"jit": "off"})
     try:
         await _build(conn)
         for statistics in ("stale", "analyzed"):

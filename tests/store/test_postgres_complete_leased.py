@@ -1,17 +1,26 @@
 """PostgreSQL's fast path for the lease API's completions (``task_complete_leased``): succeeded
 attempts ended by lease id alone, fenced exactly like ``task_complete_many``, and everything it
 cannot end (stale, another tenant's, a task with dependents, a repeat) left unchanged for the
-general path."""
+general path; and both ways of ending a succeeded attempt record the same."""
 
 from __future__ import annotations
 
 import uuid
 
 from duetime.clock import FakeClock
+from duetime.lifecycle.finish import Ack, acked
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.protocols import LeaseCompleter
 from duetime.store.recorded import LOGS_LIMIT_BYTES
-from duetime.types import AttemptOutcome, ClaimRequest, NewTask, TargetType, TaskStatus
+from duetime.types import (
+    Attempt,
+    AttemptOutcome,
+    ClaimRequest,
+    NewTask,
+    TargetType,
+    Task,
+    TaskStatus,
+)
 
 WORKER = {"type": "worker"}
 
@@ -53,10 +62,14 @@ async def test_completes_by_lease_id_fenced(pg_url: str, clock: FakeClock) -> No
             [a, b, p, c, c, "not-a-uuid", str(uuid.uuid4())],
             ['{"n": 1}', None, "1"] + ["2"] * 4,
         )
-        assert ended == {
-            a: (made[1].task.id, "default"),
-            b: (made[2].task.id, "default"),
+        assert {k: (v.task_id, v.queue, v.attempt) for k, v in ended.items()} == {
+            a: (made[1].task.id, "default", 1),
+            b: (made[2].task.id, "default", 1),
         }
+        assert (
+            ended[a].target_type == "worker"
+            and ended[a].started_at == leases[made[1].task.id].task.started_at
+        )
         done = await store.task_get(acme, made[1].task.id)
         assert done is not None and done.status is TaskStatus.SUCCEEDED
         assert done.result == {"n": 1} and done.finished_at == clock.now()
@@ -85,7 +98,7 @@ async def test_text_that_is_not_json_is_recorded_as_a_string(pg_url: str, clock:
         (made,) = await store.task_create_many([NewTask(tenant_id=acme, target=WORKER)])
         (lease,) = await store.task_claim(_claim(1, acme))
         ended = await store.task_complete_leased(acme, [lease.lease_id], ["not json"])
-        assert ended == {lease.lease_id: (made.task.id, "default")}
+        assert {k: v.task_id for k, v in ended.items()} == {lease.lease_id: made.task.id}
         done = await store.task_get(acme, made.task.id)
         assert done is not None and done.result == "not json"
     finally:
@@ -109,5 +122,62 @@ async def test_logs_ride_the_fast_path_cleaned_and_cut(pg_url: str, clock: FakeC
         assert set(ended) == set(leases.values())
         logs = [(await store.attempt_list(acme, i))[0].logs for i in ids]
         assert logs == ["a\ufffdb\nc", None, "x" * LOGS_LIMIT_BYTES]
+    finally:
+        await store.close()
+
+
+async def test_the_fast_ack_records_what_the_general_ending_records(
+    pg_url: str, clock: FakeClock
+) -> None:
+    """The one parity test of the two ways a worker's success is ended (ADR 0011): by lease id
+    alone, and through the leases read and ``duetime.lifecycle.finish`` (SQLite's only way)."""
+    store = PostgresStore(pg_url, clock=clock, pool_min=1, pool_max=2)
+    await store.open()
+    try:
+        acme = (await store.tenant_create("acme")).id
+        made = await store.task_create_many([NewTask(tenant_id=acme, target=WORKER)] * 2)
+        leases = {lease.task.id: lease for lease in await store.task_claim(_claim(2, acme))}
+        fast, general = (leases[m.task.id] for m in made)
+        clock.advance(0.5)
+        ended = await store.task_complete_leased(acme, [fast.lease_id], ['{"n": 1}'], ["log"])
+        assert set(ended) == {fast.lease_id}
+        ack = Ack(general.lease_id, ok=True, result_json='{"n": 1}', logs="log")
+        (result,) = await store.task_complete_many([acked(ack, general, clock.now())])
+        assert result.accepted and result.status is TaskStatus.SUCCEEDED
+
+        def task_row(task: Task | None) -> tuple[object, ...]:
+            assert task is not None
+            return (
+                task.status,
+                task.result,
+                task.attempts,
+                task.finished_at,
+                task.last_error,
+                task.lease_id,
+                task.version,
+                task.updated_at,
+            )
+
+        def attempt_row(found: list[Attempt]) -> tuple[object, ...]:
+            (a,) = found
+            return (
+                a.number,
+                a.outcome,
+                a.started_at,
+                a.finished_at,
+                a.duration_ms,
+                a.worker,
+                a.logs,
+                a.error,
+                a.http_status,
+            )
+
+        one, two = (m.task.id for m in made)
+        assert task_row(await store.task_get(acme, one)) == task_row(
+            await store.task_get(acme, two)
+        )
+        assert attempt_row(await store.attempt_list(acme, one)) == attempt_row(
+            await store.attempt_list(acme, two)
+        )
     finally:
         await store.close()

@@ -21,20 +21,22 @@ from datetime import UTC, datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any
 
-import asyncpg
 import pytest
 
 from duetime.clock import FakeClock
 from duetime.errors import StoreUnavailable, ValidationError
 from duetime.history.retention import RetentionPolicy
+from duetime.ids import id_prefix_range
 from duetime.store.postgres import signals
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.store.sql import migrations
 from duetime.testing.plans import explain, index_names, plan_nodes, rows_read, statement
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
     Completion,
+    FlowRules,
     Lease,
     NewTask,
     QueueSettings,
@@ -67,7 +69,7 @@ async def _stores(url: str, n: int, clock: FakeClock | None = None) -> AsyncIter
 
 
 async def _admin(url: str, query: str, *args: Any) -> Any:
-    conn = await asyncpg.connect(url, timeout=5)
+    conn = await pg_connect(url, timeout=5)
     try:
         return await conn.fetch(query, *args)
     finally:
@@ -98,6 +100,7 @@ def _success(lease: Lease) -> Completion:
         outcome=AttemptOutcome.SUCCEEDED,
         started_at=lease.task.started_at,
         duration_ms=1.0,
+        status=TaskStatus.SUCCEEDED,
     )
 
 
@@ -127,6 +130,30 @@ async def test_concurrent_claimers_never_get_the_same_task(pg_url: str, clock: F
         assert len(claimed) == len(set(claimed)), "a task was claimed twice"
         assert set(claimed) == want
         assert sum(1 for got in results if got) >= 2, "the race never happened"
+
+
+async def test_a_keyed_queue_another_node_lifted_is_claimed_by_the_next_claim(
+    pg_url: str, clock: FakeClock
+) -> None:
+    """A claim of one keyed (or limited) queue runs only the locked path. When another node
+    lifts the queue's limits, this node's cache of limited queues may still name it: that
+    claim finds no limit to lock and drops the cache, so the next one claims on the plain path."""
+    async with _stores(pg_url, 2, clock) as (a, b):
+        tenant = (await a.tenant_create("acme")).id
+        rules = FlowRules(key=("payload.k",), key_rate=1.0, key_burst=1)
+        await a.queue_put(tenant, "q", QueueSettings(flow=rules))
+        await a.task_create_many(
+            [NewTask(tenant_id=tenant, target=WORKER, queue="q", flow_key="x") for _ in range(3)]
+        )
+        only = frozenset({TargetType.WORKER})
+        claim = ClaimRequest(
+            worker_id="w", limit=10, target_types=only, tenant_id=tenant, queue="q"
+        )
+        assert len(await b.task_claim(claim)) == 1  # the key's one token
+        await a.queue_put(tenant, "q", QueueSettings())
+        assert (tenant, "q") in b._limited  # b's cache, still fresh
+        got = await b.task_claim(claim) or await b.task_claim(claim)
+        assert len(got) == 2
 
 
 async def test_idempotent_create_races_across_nodes(pg_url: str, clock: FakeClock) -> None:
@@ -334,7 +361,7 @@ async def test_worker_task_wakes_cross_nodes_only_while_another_node_polls(
     has announced waiting long polls on ``duetime_polls``; a push task's always goes out."""
     monkeypatch.setattr(signals, "POLLS_PEER_SECONDS", 0.3)
     heard: list[str] = []
-    raw = await asyncpg.connect(pg_url)
+    raw = await pg_connect(pg_url)
     await raw.add_listener(signals.READY_CHANNEL, lambda *args: heard.append(str(args[3])))
     try:
         async with _stores(pg_url, 1, clock) as (a,):
@@ -534,7 +561,7 @@ async def test_generic_plans_stay_linear_with_stale_statistics(pg_url: str) -> N
     async with _stores(pg_url, 1) as (store,):
         tenant = (await store.tenant_create("acme")).id
         await store.task_create_many([NewTask(tenant_id=tenant, target=WORKER) for _ in range(300)])
-        conn = await asyncpg.connect(pg_url)
+        conn = await pg_connect(pg_url)
         try:
             await conn.execute("ANALYZE tasks")  # "no task is running"
             empty = {"completions": "ARRAY[]::task_completion[]"}
@@ -591,7 +618,7 @@ async def test_a_lease_walks_its_index_under_an_analyzed_ready_backlog(pg_url: s
             await store.task_create_many(
                 [NewTask(tenant_id=tenant, target=WORKER, queue="q") for _ in range(1000)]
             )
-        conn = await asyncpg.connect(pg_url)
+        conn = await pg_connect(pg_url)
         try:
             await conn.execute("ANALYZE tasks")  # "3,000 tasks are ready"
             args = {"names": "NULL", "limit": "10", "lease_seconds": "NULL"}
@@ -633,7 +660,7 @@ async def test_the_history_update_trigger_always_hash_joins(pg_url: str) -> None
         )
     finally:
         await store.close()
-    conn = await asyncpg.connect(pg_url)
+    conn = await pg_connect(pg_url)
     try:
         config = await conn.fetchval(
             "SELECT proconfig FROM pg_proc WHERE proname = 'history_tasks_updated'"
@@ -683,7 +710,7 @@ async def test_a_listing_reads_a_page_in_id_order_under_an_analyzed_backlog(
     async with _stores(pg_url, 1) as (store,):
         tenant = (await store.tenant_create("acme")).id
         other = (await store.tenant_create("other")).id
-        conn = await asyncpg.connect(pg_url)
+        conn = await pg_connect(pg_url)
         try:
             # Made in SQL: quicker. Ids grow with the last argument.
             await conn.execute(_BACKLOG, tenant, "cancelled", 1000, 0)
@@ -700,7 +727,21 @@ async def test_a_listing_reads_a_page_in_id_order_under_an_analyzed_backlog(
             else:
                 args["statuses"] = "'{" + ",".join(statuses) + "}'" if statuses else "NULL"
             args |= dict.fromkeys(
-                ("queue", "name", "schedule_id", "labels", "run_after", "run_before", "cursor"),
+                (
+                    "queue",
+                    "name",
+                    "schedule_id",
+                    "labels",
+                    "run_after",
+                    "run_before",
+                    "cursor",
+                    "error_contains",
+                    "payload_path",
+                    "payload_json",
+                ),
+                "NULL",
+            ) | dict.fromkeys(
+                ("id_low",),  # no id prefix
                 "NULL",
             )
             async with conn.transaction():
@@ -733,6 +774,57 @@ async def test_a_listing_reads_a_page_in_id_order_under_an_analyzed_backlog(
             await conn.close()
 
 
+async def test_an_id_prefix_listing_reads_only_its_range_of_ids(pg_url: str) -> None:
+    """GET /v1/tasks?id_prefix=...: each status branch scans only the prefix's range of ids
+    (the core's bounds, both ends: in tasks_tenant_status_idx or the primary key, as the planner
+    picks), never the backlog of 22,000 tasks; the store finds exactly the ids with that
+    start."""
+    async with _stores(pg_url, 1) as (store,):
+        tenant = (await store.tenant_create("acme")).id
+        conn = await pg_connect(pg_url)
+        try:
+            await conn.execute(_BACKLOG, tenant, "ready", 20000, 0)
+            await conn.execute(_BACKLOG, tenant, "failed", 2000, 30000)
+            await conn.execute("VACUUM ANALYZE tasks")
+            ids = [r["id"] for r in await conn.fetch("SELECT id::text FROM tasks ORDER BY id")]
+            prefix = ids[12345][:11]  # 10 hex digits: the ids of one millisecond or so
+            bounds = id_prefix_range(prefix)
+            assert bounds is not None and bounds[1] is not None
+            args = {"tenant_id": f"'{tenant}'", "limit": "50", "statuses": "NULL"}
+            args |= dict.fromkeys(
+                (
+                    "queue",
+                    "name",
+                    "schedule_id",
+                    "labels",
+                    "run_after",
+                    "run_before",
+                    "error_contains",
+                    "payload_path",
+                    "payload_json",
+                ),
+                "NULL",
+            )
+            # What the core passes: the prefix's lower end, and its upper end as the cursor.
+            args |= {"id_low": f"'{bounds[0]}'", "cursor": f"'{bounds[1]}'"}
+            async with conn.transaction():
+                plan = await explain(
+                    conn, *statement("task_list", args), mode="force_custom_plan", analyze=True
+                )
+            wanted = [i for i in ids if i.startswith(prefix)]
+            scans = [n for n in plan_nodes(plan) if n.get("Relation Name") == "tasks"]
+            assert len(scans) == len(TaskStatus), json.dumps(plan)
+            for scan in scans:  # the range bounds the scan, whichever index the planner takes
+                assert "id >=" in scan["Index Cond"] and "id <" in scan["Index Cond"]
+            assert rows_read(plan) <= len(TaskStatus) * len(wanted) < len(ids) / 10
+            found = await store.task_list(
+                TaskFilter(tenant_id=tenant, id_prefix=prefix, limit=1000)
+            )
+            assert sorted(t.id for t in found) == wanted
+        finally:
+            await conn.close()
+
+
 _DUE_SCHEDULES = """
 INSERT INTO schedules (id, tenant_id, every, timezone, jitter_seconds, dst_nonexistent,
                        dst_ambiguous, task, overlap, catchup, catchup_window_seconds,
@@ -754,7 +846,7 @@ async def test_a_materializer_round_reads_a_batch_under_an_analyzed_due_backlog(
     both due indexes are walked in next_run_at order, each walk stopping at the batch."""
     async with _stores(pg_url, 1) as (store,):
         tenant = (await store.tenant_create("acme")).id
-        conn = await asyncpg.connect(pg_url)
+        conn = await pg_connect(pg_url)
         try:
             await conn.execute(_DUE_SCHEDULES, tenant, 4000)
             await conn.execute("ANALYZE schedules")  # "4,000 schedules are due"
@@ -785,7 +877,7 @@ async def test_a_retention_sweep_does_not_read_every_schedule(pg_url: str) -> No
         await store.task_create_many(
             [NewTask(tenant_id=tenant, target=WORKER) for _ in range(1000)]
         )
-        conn = await asyncpg.connect(pg_url)
+        conn = await pg_connect(pg_url)
         try:
             await conn.execute(_DUE_SCHEDULES, tenant, 3000)
             await conn.execute(
@@ -825,7 +917,7 @@ async def test_a_limited_claim_counts_its_own_queues_running_tasks(pg_url: str) 
             assert len(await store.task_claim(busy)) == 1000
         await store.queue_put(tenant, "lim", QueueSettings(max_concurrency=2))
         await store.queue_put(tenant, "keyed", QueueSettings(max_concurrency_per_key=1))
-        conn = await asyncpg.connect(pg_url)
+        conn = await pg_connect(pg_url)
         try:
             await conn.execute(_BACKLOG, tenant, "cancelled", 20000, 0)  # and a history
             await conn.execute("ANALYZE tasks")  # "3,000 tasks of the tenant are running"
@@ -877,7 +969,7 @@ async def test_history_reads_walk_the_ascending_indexes_in_order(pg_url: str) ->
     forwards from where the last one ended — none of them sorts what it read of the history table
     (the history reads merge the few pending records in, sorted on their own)."""
     async with _stores(pg_url, 1) as _:
-        conn = await asyncpg.connect(pg_url)
+        conn = await pg_connect(pg_url)
         try:
             await conn.execute(_HISTORY_BACKLOG, 30000)
             await conn.execute("VACUUM ANALYZE history")

@@ -355,7 +355,7 @@ async def test_a_limited_claim_counts_its_own_queues_running_tasks(
 
 
 def test_named_queries_load_and_reject_duplicates() -> None:
-    assert "begin_immediate" in QUERIES and "task_release_dependents" in QUERIES
+    assert "begin_immediate" in QUERIES and "commit" in QUERIES
     assert all(not sql.rstrip().endswith("--") and sql.strip() for sql in QUERIES.values())
     parsed = parse("-- name: a\nSELECT 1;\n-- says b\n-- name: b\nSELECT 2;\n", "sqlite")
     assert {name: q.text for name, q in parsed.items()} == {"a": "SELECT 1;", "b": "SELECT 2;"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from duetime.clock import FakeClock
+from duetime.states import after_attempt
 from duetime.store.core.hot import DEPENDENCY_FAILED, starting_status
 from duetime.store.protocols import Store
 from duetime.testing.conformance import new_task
@@ -38,7 +39,14 @@ async def _parent(store: Store, tenant: str, status: str) -> Task:
         (lease,) = await store.task_claim(claim)
         ok = status == "succeeded"
         outcome = AttemptOutcome.SUCCEEDED if ok else AttemptOutcome.FAILED
-        done = Completion(task.id, lease.lease_id, outcome, lease.task.started_at or task.run_at, 1)
+        done = Completion(
+            task.id,
+            lease.lease_id,
+            outcome,
+            lease.task.started_at or task.run_at,
+            1,
+            status=after_attempt(outcome is AttemptOutcome.SUCCEEDED, None),
+        )
         (result,) = await store.task_complete_many([done])
         assert result.status == TaskStatus(status)
     return task

@@ -1,9 +1,10 @@
 """Property-based test of the task life cycle against each real store.
 
-Hypothesis drives random sequences of create / patch / cancel / claim / complete (success,
-retryable and final failure, with live and stale leases) / heartbeat / expire-and-reap / promote /
-retry against one store per backend, while a small model predicts every task's status. After each
-step every task of the example is read back and checked:
+Hypothesis drives random sequences of create / a create handed to a waiting lease poll / patch /
+cancel / claim / complete (success, retryable and final failure, with live and stale leases) / the
+ack by lease id alone (PostgreSQL) / release (live and stale leases) / heartbeat /
+expire-and-reap / promote / retry against one store per backend, while a small model
+predicts every task's status. After each step every task of the example is read back and checked:
 
 - its status change since the last step is an edge of ``duetime.states`` (``is_legal``) and the
   status is the one the model predicts from the protocol's contracts;
@@ -38,9 +39,13 @@ from hypothesis.stateful import (
 from duetime.clock import FakeClock
 from duetime.errors import Conflict, ValidationError
 from duetime.ids import new_id
+from duetime.lifecycle import finish
+from duetime.lifecycle.release import release as lifecycle_release
 from duetime.retry import next_retry_delay
-from duetime.states import is_legal
+from duetime.states import after_attempt, is_legal
 from duetime.store import Store, store_from_url
+from duetime.store.protocols import CreateHandoff, LeaseCompleter
+from duetime.target_types import PULL_TYPES, PUSH_TYPES
 from duetime.types import (
     TERMINAL_STATUSES,
     AttemptOutcome,
@@ -64,8 +69,8 @@ GRACE = 10.0  # expires exactly "now", so the model need not guess the boundary.
 LEASE_CHOICES = (None, 20.5)
 EXTEND = 10.5
 CLAIM_TYPES = {
-    "worker": frozenset({TargetType.WORKER}),
-    "push": frozenset(t for t in TargetType if t is not TargetType.WORKER),
+    "worker": PULL_TYPES,
+    "push": PUSH_TYPES,
     "all": frozenset(TargetType),
 }
 
@@ -428,12 +433,110 @@ class LifecycleMachine(RuleBasedStateMachine):
             duration_ms=1.0,
             error=None if how == "succeed" else f"{how} error",
             retry_delay_seconds=delay,
+            status=after_attempt(outcome is AttemptOutcome.SUCCEEDED, delay),
         )
         (result,) = self.run(self.store.task_complete_many([completion]))
         assert result.accepted is current
         if current:
             self.end_attempt(task_id, outcome, delay)
             assert result.status is m.status
+
+    @rule(data=st.data(), delay=st.sampled_from([0.0, 7.0]))
+    def release(self, data: st.DataObject, delay: float) -> None:
+        """Hand a task back under any lease ever handed out (:mod:`duetime.lifecycle.release`):
+        a current lease of a task whose cancel was not requested gives it back without spending
+        the attempt; a stale one, or a cancel requested, changes nothing."""
+        self.count("release")
+        lease_id = self.choose(data, list(self.leases))
+        if lease_id is None:
+            return
+        task_id = self.leases[lease_id]
+        m = self.model[task_id]
+        current = m.status is S.RUNNING and m.lease_id == lease_id and not m.cancel_requested
+        got = self.run(lifecycle_release(self.store, [lease_id], delay, self.tenant))
+        if not current:
+            assert got == {}
+            return
+        assert set(got) == {lease_id}
+        m.status = S.SCHEDULED if delay else S.READY
+        m.due_at = self.now + timedelta(seconds=delay)
+        m.attempts -= 1
+        m.lease_id = m.lease_expires_at = None
+        assert got[lease_id].status is m.status
+
+    @rule(rank=st.integers(0, 2))
+    def create_handed_off(self, rank: int) -> None:
+        """A worker task created due now while a lease poll of its queue waits
+        (:class:`~duetime.store.protocols.CreateHandoff`): the claim in the create's transaction
+        takes at most one ready worker task of the queue, the new one among them."""
+        if not isinstance(self.store, CreateHandoff):
+            return
+        self.count("handoff")
+        spec = NewTask(
+            tenant_id=self.tenant,
+            target=TARGETS["worker"],
+            name="a",
+            queue=self.queue,
+            priority=self.priority(rank),
+            retry=RetryPolicy(max_attempts=2, initial_delay_seconds=0.0, multiplier=2, jitter=0),
+            timeout_seconds=TIMEOUT,
+        )
+        claim = ClaimRequest(
+            worker_id="w",
+            limit=1,
+            target_types=PULL_TYPES,
+            lease_seconds=LEASE_CHOICES[1],
+            lease_grace_seconds=GRACE,
+            queue=self.queue,
+        )
+        created, leases = self.run(self.store.task_create_claimed([spec], claim))
+        (made,) = created
+        assert made.created
+        self.model[made.task.id] = Model(
+            status=S.READY,
+            due_at=self.now,
+            parents=(),
+            retry=spec.retry,
+            target="worker",
+            name="a",
+            priority=spec.priority,
+        )
+        candidates = {
+            tid for tid, m in self.model.items() if m.status is S.READY and m.target == "worker"
+        }
+        assert len(leases) <= 1
+        for lease in leases:
+            assert lease.task.id in candidates
+            m = self.model[lease.task.id]
+            m.status, m.attempts, m.lease_id = S.RUNNING, m.attempts + 1, lease.lease_id
+            m.lease_expires_at = self.now + timedelta(seconds=LEASE_CHOICES[1])
+            assert lease.attempt == m.attempts and lease.lease_expires_at == m.lease_expires_at
+            self.leases[lease.lease_id] = lease.task.id
+        assert made.task.status is self.model[made.task.id].status
+
+    @rule(data=st.data())
+    def ack_by_lease(self, data: st.DataObject) -> None:
+        """The lease API's ack by lease id alone (:class:`~duetime.store.protocols.
+        LeaseCompleter`) under any lease ever handed out: it ends a running task without
+        dependents as succeeded; a stale lease, or a task with dependents, it leaves unchanged
+        for the general path."""
+        if not isinstance(self.store, LeaseCompleter):
+            return
+        self.count("ack_by_lease")
+        lease_id = self.choose(data, list(self.leases))
+        if lease_id is None:
+            return
+        task_id = self.leases[lease_id]
+        m = self.model[task_id]
+        current = m.status is S.RUNNING and m.lease_id == lease_id
+        dependents = next(self.children(task_id), None) is not None
+        got = self.run(self.store.task_complete_leased(self.tenant, [lease_id], ["null"]))
+        if current and not dependents:
+            assert set(got) == {lease_id} and got[lease_id].task_id == task_id
+            assert got[lease_id].attempt == m.attempts
+            self.end_attempt(task_id, AttemptOutcome.SUCCEEDED, None)
+        else:
+            assert got == {}
 
     @rule(data=st.data())
     def heartbeat(self, data: st.DataObject) -> None:
@@ -467,17 +570,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         completions = []
         for lease in mine:
             assert lease.lease_id == self.model[lease.task.id].lease_id
-            completions.append(
-                Completion(
-                    task_id=lease.task.id,
-                    lease_id=lease.lease_id,
-                    outcome=AttemptOutcome.LEASE_EXPIRED,
-                    started_at=lease.task.started_at or self.now,
-                    duration_ms=1.0,
-                    error="lease expired",
-                    retry_delay_seconds=next_retry_delay(lease.task, retryable=True),
-                )
-            )
+            completions.append(finish.expired(lease, self.now))
         if not completions:
             return
         results = self.run(self.store.task_complete_many(completions))
@@ -579,5 +672,8 @@ def test_life_cycle_state_machine(store_url: str) -> None:
     harness = _run_machine(store_url, max_examples=50, steps=30)
     assert harness.examples >= 50
     # The machine must really have exercised the life cycle, not just created tasks.
-    for step in ("claim", "complete_succeed", "complete_retryable", "expire", "retry", "cancel"):
+    steps = ("claim", "complete_succeed", "complete_retryable", "expire", "retry", "cancel")
+    for step in (*steps, "release", "handoff"):
         assert harness.steps.get(step, 0) > 0, harness.steps
+    if isinstance(harness.store, LeaseCompleter):
+        assert harness.steps.get("ack_by_lease", 0) > 0, harness.steps

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from ui_helpers import ADMIN_TOKEN, BASE, Tenant, make_tenant
+from ui_helpers import ADMIN_TOKEN, BASE, Admin, Tenant, admin_login, make_tenant
 
 from duetime.api.app import create_app
 from duetime.config import Settings
@@ -40,3 +40,9 @@ async def acme(client: httpx.AsyncClient) -> Tenant:
 @pytest.fixture
 async def globex(client: httpx.AsyncClient) -> Tenant:
     return await make_tenant(client, "globex")
+
+
+@pytest.fixture
+async def admin(client: httpx.AsyncClient) -> Admin:
+    """An admin's dashboard session, viewing no tenant yet."""
+    return await admin_login(client)

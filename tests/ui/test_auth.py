@@ -30,10 +30,10 @@ async def test_views_need_a_key_and_send_the_browser_to_login(
     refresh = await client.get("/ui/queues", headers={"HX-Request": "true"})
     assert refresh.status_code == 200 and refresh.text == ""
     assert refresh.headers["hx-redirect"] == "/ui/login?next=%2Fui%2Fqueues"
-    # A key that stopped working drops the cookie on the way to the login page.
-    resp = await client.get("/ui/tasks", headers={"Cookie": "duetime_ui_key=dt_nope"})
+    # A session that ended drops the cookie on the way to the login page.
+    resp = await client.get("/ui/tasks", headers={"Cookie": "duetime_ui_session=nope"})
     assert resp.status_code == 303
-    assert 'duetime_ui_key=""' in resp.headers["set-cookie"]
+    assert 'duetime_ui_session=""' in resp.headers["set-cookie"]
     assert "Max-Age=0" in resp.headers["set-cookie"]
 
 
@@ -57,7 +57,7 @@ async def test_login_sets_a_strict_http_only_cookie(
     )
     assert ok.status_code == 303 and ok.headers["location"] == "/ui/tasks?status=failed"
     cookie = ok.headers["set-cookie"]
-    assert cookie.startswith(f"duetime_ui_key={acme.api_key};")
+    assert cookie.startswith("duetime_ui_session=") and acme.api_key not in cookie
     for attribute in ("HttpOnly", "Path=/ui", "SameSite=strict"):
         assert attribute in cookie
     assert "Secure" not in cookie  # plain http: a Secure cookie would never come back

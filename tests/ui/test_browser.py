@@ -1,9 +1,12 @@
 """The dashboard in a real headless Chromium (Debian's, driven by Playwright) against a real
-``duetime serve`` on SQLite: log in with a tenant key, read the overview, pause a queue, find the
-dead letters a failing receiver made and replay them, read a task's attempts, watch a schedule's
-next runs cross a DST change, pause it with a note, see the workers and the failing receiver's
-circuit on the Targets page; then log in with the admin token, pick the tenant on the Tenants page
-and cancel a task as ``admin``. Every view is saved as a screenshot under
+``duetime serve`` on SQLite: log in with a tenant key, read the overview, pause a queue and edit
+its limits (a refused value shown next to its field), search tasks by payload path and error
+text, select tasks with the keyboard and confirm their cancel (a live refresh keeps the open
+confirmation and the ticks), dismiss an "all matching" confirmation, pause the live refresh,
+find the dead letters a failing receiver made and replay them, read a task's attempts, watch a
+schedule's next runs cross a DST change, pause it with a note, see the workers and the failing
+receiver's circuit on the Targets page; then log in with the admin token, pick the tenant on the
+Tenants page and cancel a task as ``admin``. Every view is saved as a screenshot under
 ``$DUETIME_TEST_ARTIFACTS`` (default ``tests/ui/artifacts/``).
 
 Chromium comes from Debian (``scripts/test`` installs it); this test never downloads a browser.
@@ -91,6 +94,10 @@ def _seed(api: httpx.Client, ok_url: str, bad_url: str) -> dict[str, Any]:
     ] + [
         {"name": "renew", "queue": "emails", "target": {"type": "http", "url": ok_url},
          "delay_seconds": 86400},
+    ] + [
+        {"name": "cleanup", "queue": "batch", "target": {"type": "worker"}, "payload": {"n": n},
+         "delay_seconds": 3600}
+        for n in range(3)
     ]  # fmt: skip
     made = api.post("/v1/tasks/batch", json={"tasks": tasks})
     assert made.status_code == 201, made.text
@@ -117,6 +124,141 @@ def _seed(api: httpx.Client, ok_url: str, bad_url: str) -> dict[str, Any]:
     leased = api.post("/v1/queues/reports/lease", json=lease)
     assert leased.status_code == 200 and len(leased.json()["leases"]) == 1, leased.text
     return {"schedule_id": schedule.json()["id"]}
+
+
+def _settle(page: Any, expression: str, expected: object, seconds: float = 10.0) -> None:
+    """Wait until ``expression`` (evaluated in the page) is ``expected``: the page's CSP refuses
+    the string eval that Playwright's ``wait_for_function`` uses."""
+    for _ in range(int(seconds / 0.05)):
+        if page.evaluate(expression) == expected:
+            return
+        page.wait_for_timeout(50)
+    assert page.evaluate(expression) == expected
+
+
+def _rows(page: Any) -> int:
+    return int(page.locator("#live tbody tr").count())
+
+
+def _search(page: Any, url: str) -> None:
+    """By payload path, by error text (with a status), and a search refused next to its field."""
+    page.goto(f"{url}/ui/tasks")
+    page.fill("input[name=payload]", "payload.customer = 3")
+    follow(page, page.locator("button", has_text="Search"))
+    assert _rows(page) == 1 and "sync-crm" in page.locator("#live tbody").inner_text()
+    page.goto(f"{url}/ui/tasks?status=failed")
+    page.fill("input[name=error]", "http 500")
+    follow(page, page.locator("button", has_text="Search"))
+    assert _rows(page) == FAILING
+    page.fill("input[name=error]", "")
+    page.fill("input[name=payload]", "customer = 3")
+    follow(page, page.locator("button", has_text="Search"))
+    field = page.locator("input[name=payload]")
+    assert field.get_attribute("aria-invalid") == "true"
+    assert "write payload." in page.locator("#err-payload").inner_text()
+
+
+def _select_by_keyboard_and_confirm(page: Any, url: str, api: httpx.Client) -> None:
+    """Tab to a task's box, Space ticks it, the bulk button asks, Enter confirms; a refresh
+    while the confirmation is open keeps it and the ticks; "all matching" counts and can be
+    dismissed."""
+    page.goto(f"{url}/ui/tasks?queue=batch")
+    ids = page.eval_on_selector_all("input[name=pick]", "boxes => boxes.map(b => b.value)")
+    assert len(ids) == 3
+    page.locator("#pick-all").focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == f"pick-{ids[0]}"
+    page.keyboard.press("Space")
+    for _ in range(3):  # past the row's task link and its Cancel button
+        page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == f"pick-{ids[1]}"
+    page.keyboard.press("Space")
+    assert page.locator("#picked-count").inner_text() == "2 selected"
+    page.locator("button", has_text="Cancel selected").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#confirm h2")
+    assert page.locator("#confirm h2").inner_text() == "Cancel 2 tasks?"
+    # Focus moves to the confirming button once htmx has settled the swap.
+    _settle(page, "document.activeElement && document.activeElement.textContent", "Cancel 2 tasks")
+    # A refresh of the list now keeps the open confirmation and the ticks.
+    page.evaluate("document.body.dataset.refreshSeconds = '0.2'")
+    page.wait_for_timeout(800)
+    assert page.locator("#confirm h2").inner_text() == "Cancel 2 tasks?"
+    assert page.locator(f"#pick-{ids[0]}").is_checked()
+    assert page.evaluate("document.activeElement.textContent") == "Cancel 2 tasks"
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert page.locator(".flash[role=status]").inner_text() == "cancelled 2 task(s)"
+    statuses = [api.get(f"/v1/tasks/{i}").json()["status"] for i in ids]
+    assert sorted(statuses) == ["cancelled", "cancelled", "scheduled"]
+
+    page.goto(f"{url}/ui/tasks?queue=batch&status=scheduled")
+    page.locator("button", has_text="Cancel all matching").click()
+    page.wait_for_selector("#confirm h2")
+    assert page.locator("#confirm h2").inner_text() == "Cancel 1 task?"
+    page.locator("#confirm a", has_text="Keep them").click()
+    page.wait_for_selector("#confirm h2", state="detached")
+    assert page.url.endswith("status=scheduled")  # closed in place, nothing done
+    left = [i for i, s in zip(ids, statuses, strict=True) if s == "scheduled"]
+    assert api.get(f"/v1/tasks/{left[0]}").json()["status"] == "scheduled"
+
+
+def _pause_keeps_the_page_still(page: Any, url: str, api: httpx.Client) -> None:
+    """Paused, the list stays as it is while tasks arrive; resumed, it catches up."""
+    page.goto(f"{url}/ui/tasks?queue=arrivals")
+    page.evaluate("document.body.dataset.refreshSeconds = '0.2'")
+    toggle = page.locator("#live-toggle")
+    assert toggle.is_visible() and toggle.get_attribute("aria-pressed") == "false"
+    assert page.locator("#live-state").inner_text().startswith("Live")
+    toggle.click()
+    assert toggle.get_attribute("aria-pressed") == "true"
+    assert page.locator("#live-state").inner_text().startswith("Paused")
+    made = api.post("/v1/tasks", json={"queue": "arrivals", "target": {"type": "worker"}})
+    assert made.status_code == 201
+    page.wait_for_timeout(1000)  # five refresh periods
+    assert _rows(page) == 0 and "No task matches" in page.locator("#live").inner_text()
+    toggle.click()
+    page.locator("#live tbody tr").first.wait_for()
+    assert _rows(page) == 1
+    # A refresh keeps the focus, and the tick, on the box it was on.
+    box = page.locator("input[name=pick]").first
+    for _ in range(5):  # a refresh may swap the box out between the focus and the key press
+        box.focus()
+        page.keyboard.press("Space")
+        if page.locator("#picked-count").inner_text() == "1 selected":
+            break
+    assert page.locator("#picked-count").inner_text() == "1 selected"
+    page.evaluate("window.__old = document.getElementById('live')")
+    for _ in range(50):  # until the live part was swapped for a fresh one
+        if page.evaluate("window.__old !== document.getElementById('live')"):
+            break
+        page.wait_for_timeout(50)
+    assert page.evaluate("window.__old !== document.getElementById('live')")
+    _settle(
+        page, "document.activeElement && document.activeElement.id", f"pick-{made.json()['id']}"
+    )
+    assert box.is_checked() and page.locator("#picked-count").inner_text() == "1 selected"
+    assert toggle.get_attribute("aria-pressed") == "false"
+
+
+def _edit_a_queue_limit(page: Any, api: httpx.Client, shots: Path) -> None:
+    """The queue's settings form: a refused value is shown next to its field, then saved."""
+    page.locator("tr", has_text="reports").locator("a", has_text="Edit").click()
+    page.wait_for_selector("#edit form")  # opened in place (htmx), focus on its first field
+    _settle(page, "document.activeElement && document.activeElement.id", "f-max_concurrency")
+    assert page.locator("#f-max_concurrency").input_value() == "4"
+    page.fill("#f-max_concurrency", "0")
+    follow(page, page.locator("#edit button", has_text="Save"))
+    assert page.locator("#f-max_concurrency").get_attribute("aria-invalid") == "true"
+    said = page.locator("#err-max_concurrency").inner_text()
+    assert "greater than or equal to 1" in said
+    page.screenshot(path=str(shots / "02b-queue-edit-refused.png"), full_page=True)
+    assert api.get("/v1/queues/reports").json()["max_concurrency"] == 4  # unchanged
+    page.fill("#f-max_concurrency", "6")
+    follow(page, page.locator("#edit button", has_text="Save"))
+    assert "queue reports: settings saved" in page.locator(".flash[role=status]").inner_text()
+    saved = api.get("/v1/queues/reports").json()
+    assert saved["max_concurrency"] == 6 and saved["paused"] is True  # the box was kept ticked
 
 
 def _failed(api: httpx.Client) -> list[dict[str, Any]]:
@@ -164,7 +306,8 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         follow(page, page.locator("button[type=submit]"))
         page.wait_for_url(f"{node.url}/ui")
         problems.clear()  # the wrong key's 401 above was expected
-        cookie = next(c for c in context.cookies() if c["name"] == "duetime_ui_key")
+        cookie = next(c for c in context.cookies() if c["name"] == "duetime_ui_session")
+        assert cookie["value"] != key
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
 
         # Overview: counts by status and the charts of what just happened.
@@ -179,14 +322,9 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         assert page.evaluate("typeof window.htmx") == "object"
         total = int(page.locator(".count.total .n").inner_text().replace(",", ""))
         api.post("/v1/tasks", json={"queue": "emails", "target": {"type": "worker"}})
-        page.evaluate(
-            "htmx.ajax('GET', location.pathname, "
-            "{target: '#live', select: '#live', swap: 'outerHTML'})"
-        )
-        page.wait_for_function(
-            f"document.querySelector('.count.total .n').textContent === '{total + 1}'",
-            timeout=10_000,
-        )
+        page.evaluate("htmx.trigger('#live', 'refresh')")
+        counted = "document.querySelector('.count.total .n').textContent.replaceAll(',', '')"
+        _settle(page, counted, str(total + 1))
 
         # Queues: depth and limits; pause one.
         follow(page, page.locator("header nav >> text=Queues"))
@@ -196,6 +334,7 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         follow(page, row.locator("button", has_text="Pause"))
         assert "queue reports paused" in page.locator(".flash[role=status]").inner_text()
         assert api.get("/v1/queues/reports").json()["paused"] is True
+        _edit_a_queue_limit(page, api, shots)
 
         # Tasks, filtered as the API filters.
         page.goto(f"{node.url}/ui/tasks?status=failed&queue=crm")
@@ -205,6 +344,12 @@ def test_dashboard_in_a_real_browser(tmp_path: Path, browser: Any) -> None:
         assert page.locator("ol.timeline li").count() == 2
         assert "HTTP 500" in page.locator("ol.timeline").inner_text()
         page.screenshot(path=str(shots / "04-task.png"), full_page=True)
+
+        _search(page, node.url)
+        _select_by_keyboard_and_confirm(page, node.url, api)
+        _pause_keeps_the_page_still(page, node.url, api)
+        # The refused searches and settings above answered 422 on purpose; nothing else may.
+        problems[:] = [p for p in problems if "status of 422" not in p]
 
         # Dead letters: the failing receiver's group, replayed from the page.
         follow(page, page.locator("header nav >> text=Dead letters"))

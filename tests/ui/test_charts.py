@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.api.ui import charts
-from duetime.api.ui.views_schedules import dst_ahead, upcoming
-from duetime.api.ui.views_tasks import error_key, group_by_error
+from duetime.api.ui.views_dead import error_key, group_by_error
+from duetime.schedule.preview import dst_ahead, upcoming
 from duetime.types import RetryPolicy, Schedule, ScheduleConfig, Task, TaskStatus
 
 END = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)

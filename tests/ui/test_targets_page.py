@@ -34,10 +34,11 @@ async def _circuit(
 
 
 async def test_targets_show_the_tenants_circuits(
-    client: httpx.AsyncClient, store: Store, acme: Tenant, globex: Tenant
+    client: httpx.AsyncClient, store: Store, admin: Admin, acme: Tenant, globex: Tenant
 ) -> None:
     empty = await page(client, acme, "/ui/targets")
     assert "No circuit has opened for this tenant" in empty
+    assert "Broker targets (AMQP, NATS, Redis) and pull workers have no circuit." in empty
     assert "<table" not in empty
     assert 'href="/ui/targets" class="on" aria-current="page"' in empty  # in the nav
 
@@ -79,7 +80,7 @@ async def test_targets_show_the_tenants_circuits(
     )
 
     # An admin viewing globex sees globex's circuits, not acme's.
-    theirs = await page(client, Admin(globex.id), "/ui/targets")
+    theirs = await page(client, admin.viewing(globex.id), "/ui/targets")
     assert "https://globex-secret.example:443" in theirs and "acme.example" not in theirs
 
 

@@ -7,6 +7,7 @@ import re
 
 import httpx
 from ui_helpers import (
+    Admin,
     Tenant,
     create,
     dead_letter,
@@ -134,7 +135,7 @@ async def test_task_actions(client: httpx.AsyncClient, acme: Tenant) -> None:
     assert flash(resp) == "task cancelled"
     assert (await get_json(client, acme, f"/v1/tasks/{waiting['id']}"))["status"] == "cancelled"
     # The next page shows the message once, then forgets it.
-    with_flash = {"Cookie": f"duetime_ui_key={acme.api_key}; duetime_ui_flash=task%20cancelled"}
+    with_flash = {"Cookie": f"duetime_ui_session={acme.session}; duetime_ui_flash=task%20cancelled"}
     shown = await client.get("/ui/tasks", headers=with_flash)
     assert '<div class="flash" role="status">task cancelled</div>' in shown.text
     assert "duetime_ui_flash=" in shown.headers["set-cookie"]
@@ -232,7 +233,8 @@ async def test_lists_are_cursor_paged(client: httpx.AsyncClient, acme: Tenant) -
 
 
 async def test_bad_filters_are_named(client: httpx.AsyncClient, acme: Tenant) -> None:
-    assert "status: unknown status" in await page(client, acme, "/ui/tasks?status=bogus", 422)
+    bogus = await page(client, acme, "/ui/tasks?status=bogus", 422)
+    assert "correct the status field" in bogus and "unknown status &#39;bogus&#39;" in bogus
     assert "window" in await page(client, acme, "/ui?window=2d", 422)
     assert "seen" in await page(client, acme, "/ui/workers?seen=forever", 422)
 
@@ -255,3 +257,34 @@ async def test_task_page_shows_an_attempts_logs_escaped(
     assert '<summary class="small">Logs</summary>' in detail
     assert "step &lt;1&gt; done\nstep 2" in detail
     assert "Response</summary>" not in detail  # a worker attempt has no response
+
+
+async def test_every_list_refreshes_live_with_a_pause_toggle(
+    client: httpx.AsyncClient, acme: Tenant, admin: Admin
+) -> None:
+    await create(client, acme, queue="live")
+    for session, path in (
+        (acme, "/ui"),
+        (acme, "/ui/queues"),
+        (acme, "/ui/tasks"),
+        (acme, "/ui/dead-letters"),
+        (acme, "/ui/schedules"),
+        (acme, "/ui/workers"),
+        (acme, "/ui/targets"),
+        (acme, "/ui/workflows"),
+        (acme, "/ui/credentials"),
+        (admin, "/ui/tenants"),
+    ):
+        html = await page(client, session, path)
+        live = re.search(r'<div id="live" hx-get="([^"]+)" hx-trigger="refresh"', html)
+        assert live is not None and live.group(1).startswith(path), path
+        assert 'id="live-toggle" aria-pressed="false"' in html, path
+        assert '<script src="/ui/static/live.js" defer></script>' in html
+        # What a refresh must keep lies outside the live part: forms being filled, panels.
+        after_live = html[html.index('<div id="live"') :]
+        assert 'id="confirm"' not in after_live and 'id="edit"' not in after_live, path
+    script = await client.get("/ui/static/live.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith(
+        "text/javascript"
+    )
+    assert 'htmx.trigger(live, "refresh")' in script.text

@@ -3,7 +3,7 @@ on ``sys.path``, and the unusual name cannot collide with another test directory
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -20,6 +20,8 @@ class Tenant:
     id: str
     name: str
     api_key: str
+    session: str
+    """The id of a dashboard session logged in with ``api_key``."""
 
     @property
     def bearer(self) -> dict[str, str]:
@@ -28,18 +30,23 @@ class Tenant:
     @property
     def cookie(self) -> dict[str, str]:
         """What the browser sends to /ui/* once logged in."""
-        return {"Cookie": f"duetime_ui_key={self.api_key}"}
+        return {"Cookie": f"duetime_ui_session={self.session}"}
 
 
 @dataclass(frozen=True)
 class Admin:
     """An admin session (logged in with the admin token), viewing ``tenant_id`` when set."""
 
+    session: str
     tenant_id: str | None = None
+
+    def viewing(self, tenant_id: str) -> Admin:
+        """The same session with ``tenant_id`` picked on the Tenants page."""
+        return replace(self, tenant_id=tenant_id)
 
     @property
     def cookie(self) -> dict[str, str]:
-        cookie = f"duetime_ui_key={ADMIN_TOKEN}"
+        cookie = f"duetime_ui_session={self.session}"
         if self.tenant_id is not None:
             cookie += f"; duetime_ui_tenant={self.tenant_id}"
         return {"Cookie": cookie}
@@ -55,7 +62,25 @@ async def make_tenant(client: httpx.AsyncClient, name: str) -> Tenant:
     )
     assert resp.status_code == 201, resp.text
     body = resp.json()
-    return Tenant(id=body["id"], name=name, api_key=body["api_key"])
+    session = await login(client, body["api_key"])
+    return Tenant(id=body["id"], name=name, api_key=body["api_key"], session=session)
+
+
+async def login(client: httpx.AsyncClient, credential: str) -> str:
+    """Log in to the dashboard with an API key or the admin token; the session's id."""
+    resp = await client.post(
+        "/ui/login", data={"api_key": credential, "next": "/ui"}, headers=SAME_ORIGIN
+    )
+    assert resp.status_code == 303, resp.text
+    session = resp.cookies.get("duetime_ui_session")
+    assert session, resp.headers.get("set-cookie")
+    client.cookies.clear()  # each test sends the session it means, as a header
+    return session
+
+
+async def admin_login(client: httpx.AsyncClient) -> Admin:
+    """A new admin session, viewing no tenant yet."""
+    return Admin(await login(client, ADMIN_TOKEN))
 
 
 async def create(client: httpx.AsyncClient, tenant: Tenant, **fields: Any) -> dict[str, Any]:

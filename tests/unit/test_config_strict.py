@@ -1,5 +1,5 @@
 """``DUETIME_*`` variables are read strictly: a bad value or an unknown variable is a one-line
-error naming it, never a silent default (issue 14)."""
+error naming it, never a silent default."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The deploy files, linted (no container engine here): the Dockerfile runs as a non-root user
-with a health check; the compose file has PostgreSQL, two nodes and a worker, each with the
-health checks and start order that make ``up`` work; the systemd unit passes
+with a health check; the compose file has PostgreSQL, two nodes, a worker, Prometheus and
+Grafana, each with the health checks and start order that make ``up`` work, and its secrets
+only as files (``*_FILE``) that deploy/make-secrets writes; the systemd unit passes
 ``systemd-analyze verify``. When docker is on PATH, the image is also built."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from duetime.config import FILE_SUFFIX, SECRET_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,8 +62,8 @@ def test_compose_has_postgres_two_nodes_and_a_worker_in_order() -> None:
     for name in ("node-a", "node-b"):
         node = services[name]
         env = node["environment"]
-        assert env["DUETIME_DB"].startswith("postgresql://") and "@postgres:" in env["DUETIME_DB"]
-        assert "DUETIME_ADMIN_TOKEN" in env, "0.0.0.0 needs an admin token (dev mode refuses)"
+        assert env["DUETIME_DB_FILE"] == "/run/secrets/db_url"
+        assert "DUETIME_ADMIN_TOKEN_FILE" in env, "0.0.0.0 needs an admin token (dev mode refuses)"
         assert node["depends_on"]["postgres"]["condition"] == "service_healthy"
         assert "/readyz" in " ".join(node["healthcheck"]["test"])
         assert node["build"]["dockerfile"] == "Dockerfile"
@@ -75,6 +78,80 @@ def test_compose_has_postgres_two_nodes_and_a_worker_in_order() -> None:
     mounted = worker["volumes"][0].split(":")[0]
     module = worker["command"][1].split(":")[0]
     assert (ROOT / "deploy" / mounted / f"{module}.py").is_file()
+
+
+def test_compose_has_no_inline_secret_and_every_secret_file_is_made(tmp_path: Path) -> None:
+    text = (ROOT / "deploy" / "compose.yaml").read_text()
+    assert "POSTGRES_PASSWORD:" not in text and not re.search(r"postgresql://\w+:\w+@", text)
+    compose = _compose()
+    declared = compose["secrets"]
+    for name, secret in declared.items():
+        assert secret["file"] == f"./secrets/{name}", (name, secret)
+    ignored = (ROOT / "deploy" / "secrets" / ".gitignore").read_text().split()
+    assert "*" in ignored, "deploy/secrets/ must keep the secret files out of git"
+    secret_settings = {f"DUETIME_{n.upper()}{FILE_SUFFIX}" for n in SECRET_SETTINGS}
+    for service_name, service in compose["services"].items():
+        env = service.get("environment", {})
+        for variable, value in env.items():
+            if variable.endswith("_FILE") or variable.endswith("__FILE"):
+                mounted = value.removeprefix("/run/secrets/")
+                assert mounted in service["secrets"], (service_name, variable)
+                assert mounted in declared, (service_name, variable)
+                if variable.startswith("DUETIME_"):
+                    assert variable in secret_settings, (service_name, variable)
+            assert (
+                variable.startswith("DUETIME_")
+                or "PASSWORD" not in variable
+                or (variable.endswith("_FILE"))
+            ), (service_name, variable)
+    # deploy/make-secrets writes every declared file; the URL carries the database's password.
+    done = subprocess.run(
+        [str(ROOT / "deploy" / "make-secrets"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in tmp_path.iterdir()} == set(declared)
+    password = (tmp_path / "db_password").read_text().strip()
+    assert f"duetime:{password}@postgres:5432/" in (tmp_path / "db_url").read_text()
+    before = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    subprocess.run([str(ROOT / "deploy" / "make-secrets"), str(tmp_path)], check=True, timeout=60)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before, "secrets were replaced"
+
+
+def test_compose_prometheus_and_grafana_watch_the_nodes() -> None:
+    services = _compose()["services"]
+    prometheus, grafana = services["prometheus"], services["grafana"]
+    mounts = {
+        m.split(":")[1]: ROOT / "deploy" / m.split(":")[0]
+        for m in prometheus["volumes"] + grafana["volumes"]
+        if m.startswith("./")
+    }
+    for source in mounts.values():
+        assert source.exists(), source
+    config_path = mounts["/etc/prometheus/prometheus.yml"]
+    assert mounts["/etc/prometheus/alerts.yml"] == ROOT / "deploy/prometheus/alerts.yml"
+    config = yaml.safe_load(config_path.read_text())
+    assert config["rule_files"] == ["alerts.yml"]
+    (job,) = config["scrape_configs"]
+    targets = job["static_configs"][0]["targets"]
+    assert sorted(targets) == ["node-a:8080", "node-b:8080"]
+    token = job["authorization"]["credentials_file"]
+    assert token == "/run/secrets/metrics_token" and "metrics_token" in prometheus["secrets"]
+    for node in ("node-a", "node-b"):
+        env = services[node]["environment"]
+        assert env["DUETIME_METRICS_TOKEN_FILE"] == token
+    provisioning = mounts["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load((provisioning / "datasources/prometheus.yml").read_text())[
+        "datasources"
+    ]
+    assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
+    (provider,) = yaml.safe_load((provisioning / "dashboards/duetime.yml").read_text())["providers"]
+    folder = provider["options"]["path"]
+    assert mounts[f"{folder}/duetime.json"] == ROOT / "deploy/grafana/duetime.json"
+    assert grafana["depends_on"]["prometheus"]["condition"] == "service_healthy"
 
 
 def test_compose_worker_example_imports_with_the_sdk() -> None:

@@ -15,7 +15,15 @@ from duetime.engine.leader import Leader
 from duetime.history.retention import RetentionPolicy
 from duetime.store import Store
 from duetime.testing.fakes import FakeLeadership, memory_store
-from duetime.types import AttemptOutcome, ClaimRequest, Completion, NewTask, TargetType, TaskFilter
+from duetime.types import (
+    AttemptOutcome,
+    ClaimRequest,
+    Completion,
+    NewTask,
+    TargetType,
+    TaskFilter,
+    TaskStatus,
+)
 
 DAY = 86400.0
 
@@ -40,6 +48,7 @@ async def _finished(store: Store, clock: FakeClock, tenant: str, n: int) -> None
                 started_at=clock.now(),
                 duration_ms=1.0,
                 worker="w",
+                status=TaskStatus.SUCCEEDED,
             )
             for lease in leases
         ]

@@ -135,7 +135,7 @@ def test_retry_after_does_not_revive_an_exhausted_task() -> None:
 
 @pytest.mark.parametrize("attempt", [156, 1000, 10**6, 10**400])
 def test_a_huge_multiplier_at_a_late_attempt_is_the_cap_not_an_overflow(attempt: int) -> None:
-    # multiplier ** (attempt - 1) used to be computed before the cap: OverflowError at 156.
+    # multiplier ** (attempt - 1) computed before the cap would raise OverflowError at 156.
     policy = replace(NO_JITTER, multiplier=100, max_delay_seconds=3600)
     assert backoff_seconds(policy, attempt) == 3600
 

@@ -1,4 +1,4 @@
-"""Property tests for the schedule expression parsers (issue 8): whatever text arrives as a cron,
+"""Property tests for the schedule expression parsers: whatever text arrives as a cron,
 ``every``, RRULE or timezone, parsing it and finding its next fire times under the evaluation
 budget either succeeds or raises :class:`~duetime.errors.ValidationError` naming an API field —
 never another exception, never an unbounded search."""

@@ -1,75 +1,150 @@
-"""Broker credentials are sealed before they are stored and opened only to connect."""
+"""Which parts of a target are credentials: sealed before they are stored, opened to deliver,
+shown as *** and a fingerprint; a target given with a sealed value is refused."""
 
 from __future__ import annotations
 
-import stat
-from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
-from yarl import URL
 
-from duetime.config import Settings
-from duetime.delivery.sealing import PREFIX, Sealer, SealError, sealer_for
-from duetime.errors import ConfigError
+from duetime.delivery.base import Delivery
+from duetime.delivery.redact import public_target, scrub_all
+from duetime.delivery.sealing import SealError, TargetSealer
+from duetime.delivery.webhook import WebhookDeliverer
+from duetime.errors import ValidationError
+from duetime.secrets.keyring import KeyRing
+from duetime.secrets.sealed import fingerprint_of
+from duetime.testing.fakes import running_task
+
+RING = KeyRing([Fernet.generate_key()])
+SEALER = TargetSealer(lambda: RING)
+
+
+def _sealed(target: dict[str, Any]) -> dict[str, Any]:
+    return dict(SEALER.seal(target, "t1"))
 
 
 @pytest.mark.parametrize(
-    ("url", "secret"),
+    ("target", "secret"),
     [
-        ("amqp://guest:p%40ss@127.0.0.1:5672/vhost", "p@ss"),
-        ("redis://:hunter2@127.0.0.1:6379/0", "hunter2"),
-        ("nats://s3cr3t-token@127.0.0.1:4222", "s3cr3t-token"),
+        (
+            {"type": "http", "url": "https://h/", "headers": {"Authorization": "Bearer s3cr3t"}},
+            "s3cr3t",
+        ),
+        ({"type": "http", "url": "https://h/", "headers": {"X-API-Key": "k-123456"}}, "k-123456"),
+        ({"type": "http", "url": "https://h/", "headers": {"Cookie": "sid=abcdef"}}, "abcdef"),
+        (
+            {
+                "type": "http",
+                "url": "https://h/",
+                "headers": {"X-Sig": "v1=zz99"},
+                "secret_headers": ["x-sig"],
+            },
+            "zz99",
+        ),
+        ({"type": "http", "url": "https://bob:p%40ss@h/"}, "p@ss"),
+        ({"type": "http", "url": "https://ghp_token@h/"}, "ghp_token"),
+        ({"type": "http", "url": "https://h/hook?x=1&token=tok-42&sig=abc9"}, "tok-42"),
+        (
+            {"type": "amqp", "url": "amqp://guest:p%40ss@127.0.0.1:5672/vh", "routing_key": "q"},
+            "p@ss",
+        ),
+        ({"type": "redis", "url": "redis://:hunter2@127.0.0.1:6379/0", "stream": "s"}, "hunter2"),
+        (
+            {"type": "redis", "url": "redis://127.0.0.1:6379/0?password=hunter2", "stream": "s"},
+            "hunter2",
+        ),
+        (
+            {"type": "nats", "url": "nats://s3cr3t-token@127.0.0.1:4222", "subject": "a"},
+            "s3cr3t-token",
+        ),
     ],
 )
-def test_a_secret_is_sealed_and_opened_again(url: str, secret: str) -> None:
-    sealer = Sealer(Fernet.generate_key())
-    sealed = sealer.seal_url(url)
-    assert secret not in sealed and PREFIX in sealed
-    assert sealer.seal_url(sealed) == sealed, "never sealed twice"
-    opened = URL(sealer.open_url(sealed))
-    assert secret in (opened.password, opened.user)
-    assert (opened.host, opened.port, opened.path) == (URL(url).host, URL(url).port, URL(url).path)
+def test_every_credential_is_sealed_opened_again_and_shown_with_a_fingerprint(
+    target: dict[str, Any], secret: str
+) -> None:
+    sealed = _sealed(target)
+    assert secret not in str(sealed) and "dtenc2." in str(sealed)
+    assert SEALER.open(sealed, "t1") == target
+    shown = public_target(sealed)
+    assert secret not in str(shown) and "dtenc" not in str(shown)
+    fp = fingerprint_of(str(sealed))
+    assert f"***{fp}" in str(shown)
 
 
-def test_urls_without_a_secret_are_left_alone() -> None:
-    sealer = Sealer(Fernet.generate_key())
-    for url in ("amqp://127.0.0.1/", "redis://127.0.0.1:6379/0", "nats://127.0.0.1:4222"):
-        assert sealer.seal_url(url) == url
-        assert sealer.open_url(url) == url
+def test_a_target_without_credentials_is_stored_and_shown_as_given() -> None:
+    target = {"type": "http", "url": "https://h/p?page=2", "headers": {"X-Thing": "1"}}
+    assert SEALER.seal(target, "t1") is target
+    assert public_target(target) is target
+    assert SEALER.seal({"type": "worker"}, "t1") == {"type": "worker"}
 
 
-def test_another_key_cannot_open_it() -> None:
-    sealed = Sealer(Fernet.generate_key()).seal_url("amqp://u:pw@127.0.0.1/")
-    with pytest.raises(SealError, match="DUETIME_SECRET_KEY"):
-        Sealer(Fernet.generate_key()).open_url(sealed)
+def test_plain_credentials_stored_before_sealing_are_shown_as_stars() -> None:
+    legacy = {
+        "type": "http",
+        "url": "https://u:pw@h/?token=abc",
+        "headers": {"authorization": "Bearer old", "X-Thing": "1"},
+    }
+    shown = public_target(legacy)
+    assert shown["headers"] == {"authorization": "***", "X-Thing": "1"}
+    assert shown["url"] == "https://u:***@h/?token=***"
 
 
-def test_the_key_is_the_setting_or_a_private_file_made_once(tmp_path: Path) -> None:
-    key = Fernet.generate_key().decode()
-    sealed = sealer_for(Settings(secret_key=key)).seal_url("amqp://u:pw@127.0.0.1/")
-    assert "pw" in Sealer(key).open_url(sealed)
-    first = sealer_for(Settings(data_dir=tmp_path)).seal_url("amqp://u:pw@127.0.0.1/")
-    key_file = tmp_path / "secret.key"
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    again = sealer_for(Settings(data_dir=tmp_path))  # the same file, so the same key
-    assert URL(again.open_url(first)).password == "pw"
-    assert [p.name for p in tmp_path.iterdir()] == ["secret.key"]
+def test_reseal_seals_plain_legacy_values_and_moves_old_keys_to_the_newest() -> None:
+    old_key, new_key = Fernet.generate_key(), Fernet.generate_key()
+    target = {
+        "type": "http",
+        "url": "https://u:pw%40sec@h/",
+        "headers": {"Authorization": "Bearer a-token"},
+    }
+    under_old = TargetSealer(lambda: KeyRing([old_key])).seal(
+        {**target, "url": "https://h/?token=tk"}, "t1"
+    )
+    rotating = TargetSealer(lambda: KeyRing([new_key, old_key]))
+    moved = rotating.reseal(under_old, "t1")
+    newest = TargetSealer(lambda: KeyRing([new_key]))
+    assert newest.open(moved, "t1") == {**target, "url": "https://h/?token=tk"}
+    legacy = rotating.reseal(target, "t1")  # stored in plain before sealing existed
+    assert "pw@sec" not in str(legacy) and "Bearer a-token" not in str(legacy)
+    assert newest.open(legacy, "t1") == target
+    with pytest.raises(SealError):
+        newest.reseal(under_old, "t1")  # the old key is gone: nothing is written
 
 
-def test_a_malformed_key_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="Fernet key"):
-        Settings(secret_key="not-a-key").check()
+def test_a_target_given_with_a_sealed_value_is_refused_naming_the_field() -> None:
+    sealed = RING.seal("t1", "x")
+    with pytest.raises(ValidationError) as err:
+        SEALER.seal({"type": "http", "url": "https://h/", "headers": {"A": sealed}}, "t2")
+    assert err.value.field == "target.headers.A"
 
 
-def test_the_create_check_seals_one_url_the_same_way_every_time(tmp_path: Path) -> None:
-    """A Fernet token is random; the node stores one URL one way, so its deliverers open each
-    distinct URL once rather than once per task (an AMQP burst lost ~20 % without this)."""
-    from duetime.delivery.registry import target_validator
+def test_scrub_removes_every_spelling_of_a_credential() -> None:
+    text = 'denied: "Bearer tok-1" (token tok-1, p%40ss, p@ss) private'
+    assert (
+        scrub_all(text, ["Bearer tok-1", "p@ss"]) == 'denied: "***" (token ***, ***, ***) private'
+    )
+    assert scrub_all("password p refused", ["p"]) == "password *** refused"
 
-    validate = target_validator(Settings(data_dir=tmp_path, allow_private_targets=True))
-    target = {"type": "redis", "url": "redis://:hunter2@127.0.0.1:6379/0", "stream": "s"}
-    first, again = validate(target), validate(dict(target))
-    assert first is not None and again is not None
-    assert first["url"] == again["url"] and "hunter2" not in first["url"]
-    assert validate({"type": "redis", "url": "redis://127.0.0.1:6379/0", "stream": "s"}) is None
+
+async def test_a_node_without_the_sealing_key_fails_the_attempt_to_be_retried_elsewhere() -> None:
+    target = {"type": "http", "url": "https://h.example/", "headers": {"X-Api-Key": "k-4455"}}
+    sealed = SEALER.seal(target, "default")
+    other = TargetSealer(lambda: KeyRing([Fernet.generate_key()]))
+    deliverer = WebhookDeliverer(allow_private=False, sealer=other)
+    try:
+        outcome = await deliverer.deliver(Delivery(running_task(sealed), 1))
+    finally:
+        await deliverer.close()
+    assert not outcome.succeeded and outcome.retryable
+    assert outcome.error is not None and "DUETIME_SECRET_KEYS" in outcome.error
+
+
+async def test_a_named_credential_cannot_be_read_without_a_source() -> None:
+    target = {"type": "http", "url": "https://h.example/", "auth": {"credential": "c"}}
+    deliverer = WebhookDeliverer(allow_private=False, sealer=SEALER)
+    try:
+        outcome = await deliverer.deliver(Delivery(running_task(target), 1))
+    finally:
+        await deliverer.close()
+    assert not outcome.succeeded and not outcome.retryable

@@ -100,6 +100,15 @@ def test_a_short_admin_token_is_refused() -> None:
     Settings(admin_token="").check()  # dev mode
 
 
+def test_a_short_metrics_token_is_refused() -> None:
+    with pytest.raises(
+        ConfigError, match=r"DUETIME_METRICS_TOKEN is 6 characters long.*at least 16"
+    ):
+        Settings(admin_token=TOKEN, metrics_token="s3cret").check()
+    Settings(admin_token=TOKEN, metrics_token="m" * 16).check()
+    Settings(admin_token=TOKEN).check()  # none: only the admin token reads /metrics
+
+
 def _serve(tmp_path: Path, port: int, **env: str) -> subprocess.CompletedProcess[str]:
     """``duetime serve`` expected to refuse to start: its exit and output."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
@@ -137,6 +146,11 @@ def test_the_admin_token_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "at least 32" in _one_error_line(result)
 
 
+def test_a_short_metrics_token_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    result = _serve(tmp_path, free_port(), DUETIME_ADMIN_TOKEN=TOKEN, DUETIME_METRICS_TOKEN="abc")
+    assert "DUETIME_METRICS_TOKEN is 3 characters long" in _one_error_line(result)
+
+
 @pytest.mark.acceptance  # two real nodes, ~7 s: not for the unit layer; CI runs it
 def test_sqlite_files_are_private_and_one_node_holds_them(tmp_path: Path) -> None:
     node = start_node(tmp_path, NodeOptions(db=""), name="first")
@@ -154,3 +168,35 @@ def test_sqlite_files_are_private_and_one_node_holds_them(tmp_path: Path) -> Non
         node.kill()  # a crash leaves no stale lock: the kernel drops it with the process
     again = start_node(tmp_path, NodeOptions(db=""), name="again")
     assert again.stop() == 0
+
+
+OPEN_FILES_PROBE = """
+import logging, resource, sys
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+soft, hard = (int(v) for v in sys.argv[1:3])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+from duetime.node.server import check_open_files
+check_open_files(1000)
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "after", "warned"),
+    [
+        (300, 4000, 1256, False),  # raised to the connections and the node's other files
+        (300, 900, 900, True),  # raised as far as the hard limit goes, and said so
+        (2000, 4000, 2000, False),  # room enough: left as it is
+    ],
+)
+def test_the_node_raises_its_open_file_limit_to_fit_its_connections(
+    soft: int, hard: int, after: int, warned: bool
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_FILES_PROBE, str(soft), str(hard)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert int(done.stdout.strip()) == after
+    assert ("DUETIME_MAX_CONNECTIONS" in done.stderr) is warned, done.stderr

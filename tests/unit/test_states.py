@@ -7,11 +7,29 @@ import itertools
 
 import pytest
 
-from duetime.states import TRANSITIONS, is_legal
+from duetime.states import (
+    TRANSITIONS,
+    after_attempt,
+    after_cancel_request,
+    after_release,
+    is_legal,
+)
 from duetime.types import PATCHABLE_STATUSES, TERMINAL_STATUSES, TaskStatus
 
 S = TaskStatus
-ACTIONS = {"create", "dependencies", "promoter", "patch", "claim", "complete", "cancel", "retry"}
+ACTIONS = {
+    "create",
+    "handoff",
+    "dependencies",
+    "promoter",
+    "patch",
+    "claim",
+    "complete",
+    "release",
+    "cancel",
+    "retry",
+    "replay",
+}
 
 
 def _successors(status: TaskStatus | None) -> set[TaskStatus]:
@@ -42,15 +60,15 @@ def test_edges_outside_the_table_are_illegal() -> None:
 @pytest.mark.parametrize(
     ("before", "after"),
     [
-        (None, S.RUNNING),
         (None, S.SUCCEEDED),
-        (None, S.CANCELLED),
         (None, S.RETRYING),
+        (S.FAILED, S.SCHEDULED),
         (S.SCHEDULED, S.RUNNING),
         (S.BLOCKED, S.RUNNING),
         (S.RETRYING, S.RUNNING),
         (S.READY, S.SUCCEEDED),
-        (S.RUNNING, S.READY),
+        (S.RUNNING, S.BLOCKED),
+        (S.BLOCKED, S.RETRYING),
         (S.SUCCEEDED, S.READY),
         (S.SUCCEEDED, S.FAILED),
         (S.FAILED, S.CANCELLED),
@@ -73,8 +91,12 @@ def test_no_self_loops_and_nothing_returns_to_nonexistence() -> None:
 
 
 def test_create_makes_only_waiting_or_doomed_tasks() -> None:
-    assert _successors(None) == {S.SCHEDULED, S.READY, S.BLOCKED, S.FAILED}
-    assert all(TRANSITIONS[(None, after)] == "create" for after in _successors(None))
+    # failed or cancelled: a parent already failed (by the child's on_parent_failure).
+    # A handoff is a create claimed in its own transaction: the task is first seen running.
+    created = {after for (before, after), action in TRANSITIONS.items() if action == "create"}
+    assert created == {S.SCHEDULED, S.READY, S.BLOCKED, S.FAILED, S.CANCELLED}
+    assert _successors(None) == created | {S.RUNNING}
+    assert all(before is None for (before, _), action in TRANSITIONS.items() if action == "create")
 
 
 def test_every_status_is_reachable_from_creation() -> None:
@@ -97,21 +119,57 @@ def test_every_status_can_reach_a_terminal_one() -> None:
 
 
 def test_terminal_statuses_are_left_only_by_a_replay() -> None:
+    # A task's own replay makes it ready; a workflow's replay makes a node whose parents have
+    # not all succeeded wait for them (blocked).
     for status in TERMINAL_STATUSES:
         for after in _successors(status):
-            assert TRANSITIONS[(status, after)] == "retry"
-            assert after is S.READY
+            action = TRANSITIONS[(status, after)]
+            assert (action, after) in {("retry", S.READY), ("replay", S.BLOCKED)}
     assert _successors(S.SUCCEEDED) == set()
-    assert _successors(S.FAILED) == {S.READY}
-    assert _successors(S.CANCELLED) == {S.READY}
+    assert _successors(S.FAILED) == {S.READY, S.BLOCKED}
+    assert _successors(S.CANCELLED) == {S.READY, S.BLOCKED}
 
 
-def test_only_running_tasks_complete_and_only_claims_start_them() -> None:
+def test_only_running_tasks_end_or_are_released_and_only_claims_start_them() -> None:
     for (before, after), action in TRANSITIONS.items():
-        assert (action == "complete") == (before is S.RUNNING), (before, after)
-        assert (action == "claim") == (after is S.RUNNING), (before, after)
+        assert (action in ("complete", "release")) == (before is S.RUNNING), (before, after)
+        assert (action in ("claim", "handoff")) == (after is S.RUNNING), (before, after)
     assert TRANSITIONS[(S.READY, S.RUNNING)] == "claim"
-    assert _successors(S.RUNNING) == {S.SUCCEEDED, S.RETRYING, S.FAILED, S.CANCELLED}
+    # A handoff is a create and a claim in one transaction: a task first seen running.
+    assert TRANSITIONS[(None, S.RUNNING)] == "handoff"
+    ended = {a for (b, a), action in TRANSITIONS.items() if action == "complete"}
+    released = {a for (b, a), action in TRANSITIONS.items() if action == "release"}
+    assert ended == {S.SUCCEEDED, S.RETRYING, S.FAILED, S.CANCELLED}
+    assert released == {S.READY, S.SCHEDULED}
+
+
+@pytest.mark.parametrize(
+    ("succeeded", "delay", "expected"),
+    [
+        (True, None, S.SUCCEEDED),
+        (True, 5.0, S.SUCCEEDED),
+        (False, 0.0, S.RETRYING),
+        (False, 3.5, S.RETRYING),
+        (False, None, S.FAILED),
+    ],
+)
+def test_after_attempt_decides_an_edge_of_the_table(
+    succeeded: bool, delay: float | None, expected: TaskStatus
+) -> None:
+    decided = after_attempt(succeeded, delay)
+    assert decided is expected
+    assert TRANSITIONS[(S.RUNNING, decided)] == "complete"
+    overridden = after_cancel_request(decided)
+    assert overridden is (S.SUCCEEDED if succeeded else S.CANCELLED)
+    assert TRANSITIONS[(S.RUNNING, overridden)] == "complete"
+
+
+@pytest.mark.parametrize(
+    ("delay", "expected"), [(0.0, S.READY), (-1.0, S.READY), (0.5, S.SCHEDULED)]
+)
+def test_after_release_decides_a_release_edge(delay: float, expected: TaskStatus) -> None:
+    assert after_release(delay) is expected
+    assert TRANSITIONS[(S.RUNNING, expected)] == "release"
 
 
 def test_cancel_reaches_every_waiting_status_but_not_running() -> None:

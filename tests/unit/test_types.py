@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -21,7 +19,6 @@ from duetime.types import (
     TaskFilter,
     TaskPatch,
     TaskStatus,
-    quick_init,
 )
 
 S = TaskStatus
@@ -165,59 +162,3 @@ def test_values_are_frozen(value: object) -> None:
     field = dataclasses.fields(value)[0].name  # type: ignore[arg-type]
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(value, field, None)
-
-
-def _record() -> Any:
-    """A fresh frozen, slotted dataclass (quick_init changes the class it is given)."""
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Record:
-        a: int
-        b: str = "b"
-        c: dict[str, int] = dataclasses.field(default_factory=dict)
-        d: int = dataclasses.field(default=4, kw_only=True)
-
-    return Record
-
-
-_Plain = _record()
-_Quick = quick_init(_record())
-
-
-def test_quick_init_builds_what_the_dataclass_init_builds() -> None:
-    assert str(inspect.signature(_Quick)) == str(inspect.signature(_Plain))
-    for args, kwargs in (((1,), {}), ((1, "x"), {"c": {"k": 1}, "d": 7}), ((), {"a": 2, "b": "y"})):
-        quick, plain = _Quick(*args, **kwargs), _Plain(*args, **kwargs)
-        assert [getattr(quick, f) for f in "abcd"] == [getattr(plain, f) for f in "abcd"]
-    assert _Quick(1).c is not _Quick(1).c  # a default factory runs per instance
-    assert _Quick(1) == _Quick(1) and _Quick(1) != _Quick(1, d=5)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        _Quick(1).a = 2
-    with pytest.raises(TypeError):
-        _Quick(1, "b", {}, 4)  # d is keyword-only
-    with pytest.raises(TypeError):
-        _Quick()
-
-
-def test_quick_init_keeps_every_task_field() -> None:
-    task = _task(labels={"k": "v"}, lease_id="L", cancel_requested=True)
-    fields = {f.name: getattr(task, f.name) for f in dataclasses.fields(Task)}
-    assert dataclasses.replace(task) == task
-    assert {f.name: getattr(Task(**fields), f.name) for f in dataclasses.fields(Task)} == fields
-
-
-def test_quick_init_refuses_what_it_cannot_copy() -> None:
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Checked:
-        a: int
-
-        def __post_init__(self) -> None:
-            pass
-
-    @dataclasses.dataclass(frozen=True)
-    class Unslotted:
-        a: int
-
-    for cls in (Checked, Unslotted):
-        with pytest.raises(TypeError, match="quick_init"):
-            quick_init(cls)

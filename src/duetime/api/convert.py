@@ -1,8 +1,8 @@
-"""Request models → :mod:`duetime.types` values, with the checks that need the server's settings.
+"""Query and path parameters, cursors and PATCH bodies → :mod:`duetime.types` values (task
+specs become tasks in :mod:`duetime.lifecycle.create`).
 
-Errors are :class:`duetime.errors.ValidationError` naming the field by its dotted path (``payload``,
-``tasks.3.payload``); :mod:`duetime.api.problems` turns them into 422 (413 for a payload over the
-size limit).
+Errors are :class:`duetime.errors.ValidationError` naming the field by its dotted path;
+:mod:`duetime.api.problems` turns them into 422 (413 for a payload over the size limit).
 """
 
 from __future__ import annotations
@@ -10,169 +10,62 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from pydantic_core import PydanticCustomError
 
-from duetime.api.batch_body import Plain
 from duetime.api.fields import parse_rfc3339
-from duetime.api.idempotency import request_hash
-from duetime.api.problems import PayloadTooLarge
-from duetime.api.schemas import TaskCreate, TaskPatchIn
-from duetime.errors import ValidationError
-from duetime.ids import is_uuid, uuid_text
-from duetime.store.protocols import StoreClock
+from duetime.api.schemas import TaskPatchIn
+from duetime.errors import BadCursor, ValidationError
+from duetime.ids import ID_PREFIX_MIN_DIGITS, id_prefix_range, is_uuid, uuid_text
+from duetime.lifecycle.create import TaskBuilder
 from duetime.text import check
-from duetime.types import NewTask, RetryPolicy, TaskFilter, TaskPatch, TaskStatus
+from duetime.types import TaskFilter, TaskPatch, TaskStatus, Tick, TickOutcome
 
-TargetCheck = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
-"""Hook run on every target at create time; raises ``ValidationError`` (or ``ValueError``), and
-returns the target to store when that differs from the one given (a broker URL's secret sealed),
-else None."""
-
-DEFAULT_RETRY = RetryPolicy()
 MAX_FILTER_CHARS = 1024
 """A text filter longer than this cannot match anything stored (names, queues, labels are
 shorter) and is refused instead of being sent to the store."""
+
+_H = "[0-9A-Fa-f]"
+ID_PREFIX = {
+    "pattern": rf"^ *({_H}{{4,32}}|{_H}{{8}}-({_H}{{0,4}}|{_H}{{4}}-({_H}{{0,4}}|{_H}{{4}}-"
+    rf"({_H}{{0,4}}|{_H}{{4}}-{_H}{{0,12}})))) *$"
+}
+"""The OpenAPI ``json_schema_extra`` of ``id_prefix``: what :func:`duetime.ids.id_prefix_range`
+takes (4 to 32 hex digits, or dashed where an id has its dashes; spaces around them, but no
+other blank, which is a control character)."""
+LABEL_FILTER = {
+    "items": {"type": "string", "pattern": r"^[^:\x00-\x1f\x7f-\x9f]+:[^\x00-\x1f\x7f-\x9f]*$"}
+}
+"""The OpenAPI ``json_schema_extra`` of a ``label`` query parameter: ``key:value`` items."""
+
+
+def word_list(words: Sequence[str]) -> dict[str, Any]:
+    """The OpenAPI ``json_schema_extra`` of a repeatable query parameter whose items are comma
+    lists of ``words`` (blanks around them and empty items allowed), as the routes read them."""
+    word = "(?:" + "|".join(words) + ")"
+    pattern = rf"^\s*(?:{word}\s*)?(?:,\s*(?:{word}\s*)?)*$"
+    return {"items": {"type": "string", "pattern": pattern}}
+
 
 # In a query string an unescaped "+" arrives as a space: "...T15:00:00 01:00" meant "+01:00".
 _SPACE_OFFSET = re.compile(r"^(.*\d) (\d{2}:\d{2})$")
 
 
-class TaskBuilder:
-    """Turns validated create/patch bodies into :class:`NewTask` / :class:`TaskPatch`.
-
-    Enforces ``max_payload_bytes`` on the encoded payload and runs ``validate_target`` (the
-    server's network guard) on each target. ``delay_seconds`` is added to the *store's* now, the
-    time authority, read once per call.
-    """
-
-    def __init__(self, max_payload_bytes: int, validate_target: TargetCheck | None = None) -> None:
-        self.max_payload_bytes = max_payload_bytes
-        self.validate_target = validate_target
-
-    def payload_json(self, payload: Any, field: str) -> str:
-        """The payload as JSON text, refused when over the size limit."""
-        try:
-            raw = orjson.dumps(payload)
-        except orjson.JSONEncodeError as exc:
-            raise ValidationError(f"cannot be stored as JSON: {exc}", field=field) from None
-        if len(raw) > self.max_payload_bytes:
-            raise PayloadTooLarge(
-                f"{field} is {len(raw)} bytes encoded; the limit is {self.max_payload_bytes}",
-                field=field,
-            )
-        return raw.decode()
-
-    async def new_tasks(
-        self,
-        store: StoreClock,
-        tenant_id: str,
-        bodies: Sequence[TaskCreate | Plain],
-        *,
-        batch: bool,
-    ) -> list[NewTask]:
-        """One :class:`NewTask` per body (a model, or a batch item that
-        :func:`~duetime.api.batch_body.parse_batch` read as plain); field paths get a
-        ``tasks.N.`` prefix when ``batch``."""
-        now: datetime | None = None
-        if any(isinstance(body, TaskCreate) and body.delay_seconds for body in bodies):
-            now = await store.now()
-        checked: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-        return [
-            self.new_plain(body, tenant_id, f"tasks.{i}." if batch else "", checked)
-            if isinstance(body, tuple)
-            else self.new_task(body, tenant_id, now, f"tasks.{i}." if batch else "")
-            for i, body in enumerate(bodies)
-        ]
-
-    def new_plain(
-        self,
-        plain: Plain,
-        tenant_id: str,
-        prefix: str,
-        checked: dict[tuple[Any, ...], Mapping[str, Any]],
-    ) -> NewTask:
-        """The :class:`NewTask` of a plain batch item: what :meth:`new_task` makes of the same
-        item read by ``TaskCreate`` (no retry, parents, delay, idempotency key or reference).
-
-        ``checked`` holds the targets this call has checked already, as stored, by what tells
-        plain targets apart (type, URL and method; a plain one has no headers): a batch checks
-        each distinct target once (its items mostly share one)."""
-        target, payload, name, queue, run_at, priority, timeout, labels, key = plain
-        if self.validate_target is not None:
-            seen = (target["type"], target.get("url"), target.get("method"))
-            stored = checked.get(seen)
-            if stored is None:
-                stored = checked[seen] = self._check_target(target, prefix)
-            target = dict(stored)
-        return NewTask(
-            tenant_id=tenant_id,
-            target=target,
-            payload_json=self.payload_json(payload, prefix + "payload"),
-            name=name,
-            queue=queue,
-            run_at=run_at,
-            priority=priority,
-            retry=DEFAULT_RETRY,
-            timeout_seconds=timeout,
-            concurrency_key=key,
-            labels=labels,
-        )
-
-    def new_task(
-        self, body: TaskCreate, tenant_id: str, now: datetime | None, prefix: str = ""
-    ) -> NewTask:
-        run_at = body.run_at
-        if body.delay_seconds:
-            assert now is not None, "new_tasks reads the store's clock for delays"
-            run_at = now + timedelta(seconds=body.delay_seconds)
-        target = body.target.model_dump()
-        if self.validate_target is not None:
-            target = dict(self._check_target(target, prefix))
-        return NewTask(
-            tenant_id=tenant_id,
-            target=target,
-            payload_json=self.payload_json(body.payload, prefix + "payload"),
-            name=body.name,
-            queue=body.queue,
-            run_at=run_at,
-            idempotency_key=body.idempotency_key,
-            priority=body.priority,
-            retry=body.retry.to_policy() if body.retry is not None else DEFAULT_RETRY,
-            timeout_seconds=body.timeout_seconds,
-            depends_on=tuple(dict.fromkeys(body.depends_on)),
-            concurrency_key=body.concurrency_key,
-            labels=body.labels,
-            request_hash=request_hash(body),
-            payload_ref=body.payload_ref,
-        )
-
-    def _check_target(self, target: Mapping[str, Any], prefix: str) -> Mapping[str, Any]:
-        """``target`` as it is stored: checked, and changed where the check says (a broker
-        URL's secret sealed)."""
-        assert self.validate_target is not None
-        try:
-            return self.validate_target(target) or target
-        except ValidationError as exc:
-            raise ValidationError(exc.detail, field=prefix + (exc.field or "target")) from None
-        except ValueError as exc:
-            raise ValidationError(str(exc), field=prefix + "target.url") from None
-
-    def patch(self, body: TaskPatchIn) -> TaskPatch:
-        """The changes a PATCH asks for; an empty body is refused."""
-        given = body.model_fields_set
-        if not given:
-            raise ValidationError("give at least one of run_at, payload, priority, labels")
-        return TaskPatch(
-            run_at=body.run_at,
-            payload_json=self.payload_json(body.payload, "payload") if "payload" in given else None,
-            priority=body.priority,
-            labels=body.labels,
-        )
+def task_patch(builder: TaskBuilder, body: TaskPatchIn) -> TaskPatch:
+    """The changes a PATCH asks for (the payload bounded as on create); an empty body is
+    refused."""
+    given = body.model_fields_set
+    if not given:
+        raise ValidationError("give at least one of run_at, payload, priority, labels")
+    return TaskPatch(
+        run_at=body.run_at,
+        payload_json=builder.payload_json(body.payload, "payload") if "payload" in given else None,
+        priority=body.priority,
+        labels=body.labels,
+    )
 
 
 def encode_cursor(task_id: str) -> str:
@@ -187,13 +80,14 @@ def decode_cursor(cursor: str) -> str:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         text = ""
     if not is_uuid(text):
-        raise ValidationError("not a cursor this server returned", field="cursor")
+        raise BadCursor()
     return text
 
 
 def query_time(value: str | None, field: str) -> datetime | None:
-    """An RFC 3339 query parameter (tolerating ``+`` decoded to a space before the offset)."""
-    if value is None:
+    """An RFC 3339 query parameter (tolerating ``+`` decoded to a space before the offset);
+    None when it is left out or empty."""
+    if not value:  # left out, or given empty (as a form leaves it): no bound
         return None
     check(value, field, max_length=MAX_FILTER_CHARS)
     match = _SPACE_OFFSET.match(value)
@@ -236,9 +130,11 @@ def task_filter(
     run_before: str | None,
     limit: int,
     cursor: str | None,
+    id_prefix: str | None = None,
 ) -> TaskFilter:
     """The store query for ``GET /v1/tasks``. ``status`` items may be comma lists; ``label`` items
-    read ``key:value``."""
+    read ``key:value``; ``id_prefix`` is the start of an id (at least 4 hex digits, dashes where
+    the id has them)."""
     statuses: list[TaskStatus] = []
     for item in status:
         for word in item.split(","):
@@ -269,4 +165,87 @@ def task_filter(
         run_before=query_time(run_before, "run_before"),
         limit=limit,
         cursor=decode_cursor(cursor) if cursor else None,
+        id_prefix=_id_prefix(id_prefix),
     )
+
+
+def _id_prefix(value: str | None) -> str | None:
+    if value is None:
+        return None
+    check(value, "id_prefix", max_length=MAX_FILTER_CHARS)
+    if id_prefix_range(value) is None:
+        raise ValidationError(
+            f"{value!r} is not the start of an id: give at least {ID_PREFIX_MIN_DIGITS} hex "
+            "digits, with dashes only where the id has them",
+            field="id_prefix",
+        )
+    return value.strip().lower()
+
+
+# -- the cursors of schedule lists, ticks and revisions ------------------------------------
+
+
+def encode(text: str) -> str:
+    """An opaque cursor."""
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+def decode(cursor: str) -> str:
+    """The text inside a cursor made by :func:`encode`; ``ValidationError`` (field ``cursor``)
+    for anything else."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        text = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        text = ""
+    if not text:
+        raise BadCursor()
+    return text
+
+
+def decode_schedule_cursor(cursor: str) -> str:
+    text = decode(cursor)
+    if not is_uuid(text):
+        raise BadCursor()
+    return text
+
+
+def tick_cursor(t: Tick) -> str:
+    micros = int(t.nominal.timestamp()) * 1_000_000 + t.nominal.microsecond
+    return encode(f"{micros}:{t.outcome.value}")
+
+
+def decode_tick_cursor(cursor: str) -> tuple[datetime, str]:
+    """``(nominal, outcome)`` of a cursor :func:`tick_cursor` made; ``ValidationError`` (field
+    ``cursor``) for anything else: ASCII digits of an instant the API can hold, and an
+    outcome."""
+    micros, _, outcome = decode(cursor).partition(":")
+    try:
+        TickOutcome(outcome)
+        seconds, rest = divmod(_whole(micros), 1_000_000)
+        at = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest)
+    except (ValueError, OverflowError, OSError):
+        raise BadCursor() from None
+    return at, outcome
+
+
+def decode_revision_cursor(cursor: str) -> int:
+    """The revision id of a cursor made from one; ``ValidationError`` (field ``cursor``) for
+    anything else."""
+    try:
+        return _whole(decode(cursor))
+    except ValueError:
+        raise BadCursor() from None
+
+
+_WHOLE = re.compile(r"[0-9]{1,19}")
+_INT64_MAX = 2**63 - 1
+
+
+def _whole(text: str) -> int:
+    """``text`` as a number of ASCII digits within a 64-bit integer (what both stores hold), or
+    ``ValueError``: ``int()`` alone would also take ``+1``, ``1_0``, spaces and other scripts'
+    digits."""
+    if not _WHOLE.fullmatch(text) or int(text) > _INT64_MAX:
+        raise ValueError(text)
+    return int(text)

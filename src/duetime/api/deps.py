@@ -27,14 +27,17 @@ from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
-from duetime.api.convert import TaskBuilder
+from duetime.api.bulk import Walks
 from duetime.api.problems import RequestTooLarge, problem_responses
-from duetime.api.quotas import QuotaGate
 from duetime.auth import hash_api_key
 from duetime.clock import SystemClock
 from duetime.config import Settings
 from duetime.engine.pressure import Pulse
 from duetime.errors import Conflict, Forbidden, Unauthorized
+from duetime.lifecycle.create import Creator, TaskBuilder
+from duetime.lifecycle.lease import LeaseHub
+from duetime.lifecycle.quotas import QuotaGate
+from duetime.schedule.evaluation import EvaluationPool, node_pool
 from duetime.store.protocols import ApiStore, TenantStore
 
 AUTH_CACHE_TTL_SECONDS = 5.0
@@ -151,16 +154,30 @@ class Services:
     store: ApiStore
     settings: Settings
     auth: Authenticator
-    builder: TaskBuilder
-    quotas: QuotaGate
-    """Tenant quotas on creates (:mod:`duetime.api.quotas`)."""
+    creator: Creator
+    """Creates, with their quotas and handoffs (:mod:`duetime.lifecycle.create`)."""
+    leases: LeaseHub
+    """Long polls, heart-beats and acks of pull workers (:mod:`duetime.lifecycle.lease`)."""
     body_limit: int
     """Largest request body accepted, in bytes (413 beyond)."""
     batch_body_limit: int
     """The same for ``POST /v1/tasks/batch``."""
-    pulse: Pulse = field(default_factory=Pulse)
+    pulse: Pulse
     """The API's share of the hot path: tasks created, leased and acked (the node's history
     round waits while it is busy, :mod:`duetime.engine.pressure`)."""
+    walks: Walks = field(default_factory=Walks)
+    """Bulk replays and cancels running on this node; the node cancels them as it stops."""
+    evaluations: EvaluationPool = field(default_factory=node_pool)
+    """Where schedule expressions are evaluated, off the event loop
+    (:mod:`duetime.schedule.evaluation`)."""
+
+    @property
+    def builder(self) -> TaskBuilder:
+        return self.creator.builder
+
+    @property
+    def quotas(self) -> QuotaGate:
+        return self.creator.quotas
 
 
 def bearer_token(request: Request) -> str | None:
@@ -186,10 +203,19 @@ class Caller:
 
     tenant_id: str
     store: ApiStore
-    builder: TaskBuilder
-    quotas: QuotaGate
+    creator: Creator
     actor: str | None = None
     """Who calls, for the audit trail (see :mod:`duetime.history.actor`)."""
+    evaluations: EvaluationPool = field(default_factory=node_pool)
+    """Where this call evaluates schedule expressions (:mod:`duetime.schedule.evaluation`)."""
+
+    @property
+    def builder(self) -> TaskBuilder:
+        return self.creator.builder
+
+    @property
+    def quotas(self) -> QuotaGate:
+        return self.creator.quotas
 
 
 async def tenant_call(request: Request) -> Caller:
@@ -202,7 +228,7 @@ async def tenant_call(request: Request) -> Caller:
     found: Services = request.app.state.services
     token = bearer_token(request)
     tenant_id = await found.auth.tenant_id(token)
-    return Caller(tenant_id, found.store, found.builder, found.quotas, found.auth.actor(token))
+    return Caller(tenant_id, found.store, found.creator, found.auth.actor(token), found.evaluations)
 
 
 def admin_call(request: Request) -> Services:

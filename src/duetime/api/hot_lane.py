@@ -1,4 +1,4 @@
-"""The hot routes answered in front of FastAPI's routing stack (issue 15; ADR 0010).
+"""The hot routes answered in front of FastAPI's routing stack (ADR 0010).
 
 A single create through the SDK spends most of its node CPU outside the endpoint: uvicorn, then
 Starlette's and FastAPI's layers (the server-error, telemetry and body-limit wrappers, the
@@ -9,7 +9,7 @@ hot routes, and together they cost ~16 % of the node's CPU per single create (AD
 :class:`HotLane` is the outermost ASGI app. A request for one of :data:`HOT_ROUTES` goes
 through duetime's own middlewares (the app's ``user_middleware``: metrics, header limits, the
 dev-mode guard, in the same order) straight to the route's lean handler
-(:class:`~duetime.api.lean.LeanRoute`); every other request goes to FastAPI's stack as before.
+(:class:`~duetime.api.lean.LeanRoute`); every other request goes to FastAPI's stack unchanged.
 Nothing about the answer changes: the same handler runs, errors become the same problems
 through the app's own exception handlers, an unexpected error is the same 500 and is re-raised
 for the server to log (as Starlette's ``ServerErrorMiddleware`` does), the route is in the scope
@@ -18,7 +18,8 @@ for the metrics' route label. The OpenAPI document is FastAPI's, untouched.
 Only a request the router would send to that same route takes the lane: the method and the path
 match, no ``root_path`` (a mounted app's paths are the router's to strip), and
 ``tests/api/test_hot_lane.py`` pins that the router resolves each hot path to the same route.
-With tracing on, FastAPI's instrumentation makes the spans, so :func:`hot_lane` is not used.
+Tracing does not change which code serves a request: the lane serves the hot routes with
+tracing on too, and duetime's own task spans (:mod:`duetime.observe.tracing`) cover them.
 """
 
 from __future__ import annotations

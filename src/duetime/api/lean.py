@@ -1,14 +1,13 @@
-"""A route class for endpoints that read their request themselves (issue 15, single creates).
+"""A route class for endpoints that read their request themselves (the tasks and leases routers).
 
 Most API routes take ``request: Request`` and string path parameters, and parse and check their
 body by hand (:func:`duetime.api.deps.json_body`); FastAPI's per-request machinery for such a
 route — reading declared parameters, solving dependencies, preparing response validation —
-finds nothing to do, yet costs ~7 % of the node's CPU per create (docs/benchmarks.md, twelfth
-session). :class:`LeanRoute` runs those endpoints directly through FastAPI's documented hook
-(``APIRoute.get_route_handler``): the OpenAPI document, routing, middleware and exception
-handlers are FastAPI's as before. A route that declares anything else (query, header, cookie
-or body parameters, dependencies of its own, a path parameter that is not ``str``) keeps
-FastAPI's handler (docs/adr/0007-lean-hot-routes.md).
+finds nothing to do, yet costs ~7 % of the node's CPU per create. :class:`LeanRoute` runs those
+endpoints directly through FastAPI's documented hook (``APIRoute.get_route_handler``): the
+OpenAPI document, routing, middleware and exception handlers stay FastAPI's. A route that
+declares anything else (query, header, cookie or body parameters, dependencies of its own, a path
+parameter that is not ``str``) keeps FastAPI's handler (docs/adr/0007-lean-hot-routes.md).
 """
 
 from __future__ import annotations

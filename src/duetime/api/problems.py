@@ -5,7 +5,7 @@ raised                                 status  notes
 =====================================  ======  ====================================
 :class:`PayloadTooLarge`               413     names the field (``payload``)
 :class:`RequestTooLarge`               413     the whole body is over the server's cap
-``errors.ValidationError``             422     ``field`` + ``errors`` list
+``errors.ValidationError``             422     ``field``, ``errors``; no driver's words
 FastAPI ``RequestValidationError``     422     field path such as ``tasks.3.target.url``
 malformed JSON body                    400
 ``errors.Unauthorized``                401     ``WWW-Authenticate: Bearer``
@@ -14,7 +14,9 @@ malformed JSON body                    400
 ``errors.TooManyRequests``             429     names the ``limit``; ``Retry-After``
 ``errors.StoreFull``                   507     out of disk space; ``Retry-After``
 ``errors.StoreUnavailable``            503     ``Retry-After``; no internals in the body
+:class:`ShuttingDown`                  503     ``Retry-After``; the node stopped the call's work
 Starlette ``HTTPException``            its own (unknown route 404, wrong method 405, ...)
+Starlette ``ClientDisconnect``         400     nobody reads it; logged as one line
 anything else                          500     the server logs it; the body says nothing internal
 =====================================  ======  ====================================
 
@@ -34,13 +36,18 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from duetime.api.fields import NO_CONTROL, NO_CONTROL_OR_EMPTY
+from duetime.api.target_auth import AUTH_KINDS
 from duetime.errors import (
+    BadCursor,
     Conflict,
     DuetimeError,
     Forbidden,
     NotFound,
+    PayloadTooLarge,
     StaleLease,
     StoreFull,
     StoreUnavailable,
@@ -49,6 +56,7 @@ from duetime.errors import (
     ValidationError,
 )
 from duetime.metrics import STORE_ERRORS
+from duetime.target_types import TARGETS
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +65,30 @@ RETRY_AFTER_SECONDS = 2
 """What a 503 asks clients to wait: a store outage is usually a fail-over or a restart."""
 
 _BODY_LOC = frozenset({"body", "query", "path", "header", "cookie"})
-_TARGET_TAGS = frozenset({"http", "amqp", "nats", "redis", "worker"})
-
-
-class PayloadTooLarge(ValidationError):
-    """A task's encoded payload is over ``Settings.max_payload_bytes`` (413, naming the field)."""
+_NO_CONTROL = frozenset({NO_CONTROL, NO_CONTROL_OR_EMPTY})
+CONTROL_CHARACTERS = "must not contain control characters or lone surrogates"
+"""What a text field's ``NO_CONTROL`` pattern means, said instead of the pattern."""
+_DRIVERS = frozenset({"asyncpg", "sqlite3", "aiosqlite", "psycopg"})
+UNSTORABLE = "the request holds text the store cannot keep, such as the NUL character (U+0000)"
+"""The detail of a validation error a database driver raised: its own words never reach a
+client (they name the server's internals and differ between the stores)."""
+_TARGET_TAGS = frozenset(t.value for t in TARGETS)  # the Target union's tags: the type names
 
 
 class RequestTooLarge(DuetimeError):
     """The request body is over the server's cap (413)."""
 
 
+class ShuttingDown(DuetimeError):
+    """The node is shutting down and stopped the call's work (503, ``Retry-After``): another
+    node, or this one once restarted, takes the call again."""
+
+
 # Most specific first: the first class an exception is an instance of decides.
 _MAPPING: Sequence[tuple[type[DuetimeError], int, str, str]] = (
     (PayloadTooLarge, 413, "payload-too-large", "Payload too large"),
     (RequestTooLarge, 413, "request-too-large", "Request too large"),
+    (BadCursor, 400, "bad-cursor", "Not a cursor this server issued"),
     (ValidationError, 422, "validation", "Invalid request"),
     (Unauthorized, 401, "unauthorized", "Unauthorized"),
     (Forbidden, 403, "forbidden", "Forbidden"),
@@ -81,6 +98,7 @@ _MAPPING: Sequence[tuple[type[DuetimeError], int, str, str]] = (
     (TooManyRequests, 429, "too-many-requests", "Too many requests"),
     (StoreFull, 507, "store-full", "Store out of space"),
     (StoreUnavailable, 503, "store-unavailable", "Store unavailable"),
+    (ShuttingDown, 503, "shutting-down", "Shutting down"),
 )
 
 
@@ -95,8 +113,9 @@ def problem(
     headers: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Response:
-    """A problem response. ``errors`` are (field, detail) pairs; the first names ``field``;
-    ``extra`` adds members (RFC 9457 extensions such as ``limit``)."""
+    """A problem response (with ``X-Content-Type-Options: nosniff``). ``errors`` are (field,
+    detail) pairs; the first names ``field``; ``extra`` adds members (RFC 9457 extensions such
+    as ``limit``)."""
     body: dict[str, Any] = {
         "type": f"urn:duetime:problem:{slug}",
         "title": title,
@@ -109,8 +128,13 @@ def problem(
         body["errors"] = [{"field": field, "detail": text} for field, text in errors]
     if extra:
         body.update(extra)
+    # Said here too, not only by the app's NoSniff middleware: the catch-all 500 is answered
+    # outside the middlewares.
     return Response(
-        orjson.dumps(body), status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE
+        orjson.dumps(body),
+        status_code=status,
+        headers={**(headers or {}), "X-Content-Type-Options": "nosniff"},
+        media_type=PROBLEM_MEDIA_TYPE,
     )
 
 
@@ -135,6 +159,8 @@ def field_path(loc: Sequence[str | int]) -> str:
             continue
         if parts and parts[-1] == "target" and item in _TARGET_TAGS:
             continue
+        if i > 0 and loc[i - 1] == "auth" and item in AUTH_KINDS:
+            continue  # the auth union's tag (its kind): the field that follows names it again
         parts.append(str(item))
     return ".".join(parts) or "body"
 
@@ -145,7 +171,16 @@ def _message(error: Mapping[str, Any]) -> str:
         return "unknown field"
     if kind == "missing":
         return "required"
+    if kind == "string_pattern_mismatch" and (error.get("ctx") or {}).get("pattern") in _NO_CONTROL:
+        return CONTROL_CHARACTERS
     return str(error.get("msg", "invalid"))
+
+
+def _driver_error(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a database driver (its text may name tables, types or the
+    server, and differs between the stores)."""
+    cause = exc.__cause__
+    return cause is not None and type(cause).__module__.split(".")[0] in _DRIVERS
 
 
 async def _on_duetime_error(request: Request, exc: Exception) -> Response:
@@ -161,14 +196,19 @@ async def _on_duetime_error(request: Request, exc: Exception) -> Response:
     errors: list[tuple[str, str]] = []
     if isinstance(exc, ValidationError):
         field = exc.field or "body"
-        errors.append((field, exc.detail))
-        if exc.field and not exc.detail.startswith(exc.field):
-            detail = f"{exc.field}: {exc.detail}"
+        if _driver_error(exc):
+            log.debug("store refused input on %s %s: %s", request.method, request.url.path, exc)
+            detail = UNSTORABLE
+        errors.append((field, detail))
+        if exc.field and not detail.startswith(exc.field):
+            detail = f"{exc.field}: {detail}"
     elif isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
     elif isinstance(exc, TooManyRequests):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after or 1)))
         extra["limit"] = exc.limit
+    elif isinstance(exc, ShuttingDown):
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     elif isinstance(exc, StoreUnavailable):
         # The store's own message may name hosts or drivers: count and log it, do not send it.
         # Debug level: an outage would otherwise log once per request.
@@ -213,7 +253,24 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
         phrase = "Error"
     detail = exc.detail if isinstance(exc.detail, str) else phrase
     slug = phrase.lower().replace(" ", "-").replace("'", "")
-    return problem(request, status, slug, phrase, detail, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    allowed = getattr(request.app.state, "allowed_methods", None)
+    if status == 405 and allowed is not None:
+        # Every method the path has (Starlette lists only the first matching route's).
+        headers["Allow"] = ", ".join(allowed(request.url.path))
+    return problem(request, status, slug, phrase, detail, headers=headers)
+
+
+async def _on_client_disconnect(request: Request, exc: Exception) -> Response:
+    # The client went away before its request was read whole: nobody reads an answer, and the
+    # event is the client's, not a fault here — one line, not a traceback.
+    log.info(
+        "client disconnected before sending the whole request: %s %s",
+        request.method,
+        request.url.path,
+    )
+    detail = "the connection closed before the request body was complete"
+    return problem(request, 400, "client-disconnected", "Client disconnected", detail)
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
@@ -236,6 +293,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(DuetimeError, _on_duetime_error)
     app.add_exception_handler(RequestValidationError, _on_request_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
+    app.add_exception_handler(ClientDisconnect, _on_client_disconnect)
     # Registered on Exception, Starlette answers from its outermost middleware and re-raises
     # afterwards so the server still logs the crash.
     app.add_exception_handler(Exception, _on_unexpected)

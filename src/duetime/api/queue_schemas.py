@@ -7,12 +7,21 @@ refused. Responses are rendered by hand (:mod:`duetime.api.routes.leases` and
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from duetime.api.fields import CleanText, JsonAny
-from duetime.api.schemas import MAX_BATCH, Name, StrictModel, TaskOut
+from duetime.api.fields import CleanText, JsonAny, Whole, rules
+from duetime.api.schemas import (
+    MAX_BATCH,
+    Duration,
+    KeyExpression,
+    Name,
+    StatusName,
+    StrictModel,
+    TaskOut,
+)
+from duetime.api.workflow_schemas import ParentOut
 from duetime.retry import MAX_RETRY_AFTER_SECONDS
 from duetime.store.recorded import LOGS_LIMIT_BYTES
 from duetime.text import clean
@@ -72,7 +81,61 @@ WorkerId = Annotated[
 ]
 LeaseSeconds = Annotated[float, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
 LeaseId = Annotated[str, Field(min_length=1, max_length=64)]
-Limit = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+Limit = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY), Whole]
+
+
+Rate = Annotated[
+    str | float | int,
+    Field(
+        description='Per second: `"10/s"`, `"600/m"`, `"3600/h"`, or a number, within the '
+        "field's range.",
+        json_schema_extra=rules(("*", "")),
+    ),
+]
+
+
+class KeyLimitIn(StrictModel):
+    """Limits per key: ``key`` is evaluated on each task when it is created; ``rate`` (with
+    ``burst``, default one second's worth) is a token bucket per key value, ``max_concurrency``
+    the most tasks of one key value that run at once (the queue's
+    ``max_concurrency_per_key``, applied to the key). Tasks with no value for the key follow
+    the queue's own limits."""
+
+    key: KeyExpression
+    rate: Rate | None = None
+    burst: Limit | None = None
+    max_concurrency: Limit | None = None
+
+
+class UniqueIn(StrictModel):
+    """A uniqueness window: a create within ``period`` of a task made with the same key, while
+    that task is in one of ``states`` (default: every status but failed and cancelled), makes
+    nothing and answers 200 with that task (``Duetime-Unique: existing``)."""
+
+    key: KeyExpression
+    period: Duration
+    states: Annotated[list[StatusName], Field(min_length=1, max_length=8)] | None = None
+
+
+class DebounceIn(StrictModel):
+    """Run once after the last of a burst: a create whose key has a task waiting from an
+    earlier create updates that task (its payload, due ``period`` from now) instead of making
+    one (``Duetime-Debounce: absorbed``), never past ``max_wait`` (default ten times ``period``)
+    from the burst's first create."""
+
+    key: KeyExpression
+    period: Duration
+    max_wait: Duration | None = None
+
+
+class ThrottleIn(StrictModel):
+    """Delay, not drop: the creates of one key run at most ``rate`` per second (``burst`` at
+    once, default 1), each scheduled at its key's next free slot
+    (``Duetime-Throttle: delayed``)."""
+
+    key: KeyExpression
+    rate: Rate
+    burst: Limit | None = None
 
 
 class QueuePutIn(StrictModel):
@@ -83,16 +146,30 @@ class QueuePutIn(StrictModel):
     ``rate_limit_per_second`` bounds how many start per second, as a token bucket of ``burst``
     tokens (default one second's worth, at least 1); ``max_concurrency_per_key`` caps how many
     tasks of one ``concurrency_key`` run at once (1: a key's tasks run one at a time, in
-    priority, due, creation order). Limits hold across nodes (SPEC §7).
+    priority, due, creation order). Limits hold across nodes (SPEC §7). ``key_limit``,
+    ``unique``, ``debounce`` and ``throttle`` are keyed flow control (docs/flow-control.md).
     """
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            ("burst", "burst needs rate_limit_per_second"),
+            ("unique", "give key (the key itself) or key_from"),
+            *((status, f"retention.{status}") for status in ("succeeded", "failed", "cancelled")),
+        )
+    )
 
     rate_limit_per_second: Annotated[float, Field(gt=0, le=MAX_RATE_PER_SECOND)] | None = None
     burst: Limit | None = None
     max_concurrency: Limit | None = None
     max_concurrency_per_key: Limit | None = None
     paused: bool = False
+    key_limit: KeyLimitIn | None = None
+    unique: UniqueIn | None = None
+    debounce: DebounceIn | None = None
+    throttle: ThrottleIn | None = None
     retention: dict[str, Annotated[str, Field(max_length=64)]] | None = Field(
         default=None,
+        json_schema_extra={"propertyNames": {"enum": ["succeeded", "failed", "cancelled"]}},
         description="How long finished tasks stay, per final status, as ISO 8601 durations: "
         '`{"succeeded": "P7D", "failed": "P30D", "cancelled": "P7D"}`; a status left out '
         "keeps the server default (docs/history.md).",
@@ -104,7 +181,7 @@ class LeaseIn(StrictModel):
     ``wait_seconds`` for one to become due (a long poll). ``names`` narrows to tasks with those
     names. Each lease lasts ``lease_seconds`` unless extended by a heartbeat."""
 
-    max_tasks: Annotated[int, Field(ge=1, le=MAX_LEASE_TASKS)] = DEFAULT_LEASE_TASKS
+    max_tasks: Annotated[int, Field(ge=1, le=MAX_LEASE_TASKS), Whole] = DEFAULT_LEASE_TASKS
     lease_seconds: LeaseSeconds = DEFAULT_LEASE_SECONDS
     wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS)] = DEFAULT_WAIT_SECONDS
     worker_id: WorkerId
@@ -208,6 +285,41 @@ class QueueOut(BaseModel):
         default=None,
         description="The queue's own retention periods (statuses absent keep the server defaults).",
     )
+    key_limit: dict[str, Any] | None = Field(
+        default=None, description="Limits per key (`key`, `rate`, `burst`, `max_concurrency`)."
+    )
+    unique: dict[str, Any] | None = Field(default=None, description="The uniqueness window.")
+    debounce: dict[str, Any] | None = Field(default=None, description="The debounce.")
+    throttle: dict[str, Any] | None = Field(default=None, description="The throttle.")
+    keys: list[KeyOut] | None = Field(
+        default=None,
+        description="One queue's answer (`GET` and `PUT /v1/queues/{name}`), for a queue with "
+        "limits per key: its busiest keys, and what holds each one's ready tasks.",
+    )
+
+
+class KeyOut(BaseModel):
+    """One key of a queue's keyed limits, now."""
+
+    key: str
+    ready: int = Field(description="Ready tasks of the key (among the first 10,000 ready).")
+    running: int
+    tokens: float | None = Field(
+        description="Whole starts its rate limit allows now; null: a full bucket, or no rate."
+    )
+    next_start_at: datetime | None = Field(
+        description="When its rate limit next allows a start; null: now."
+    )
+    held_by: list[str] = Field(
+        description="What keeps its ready tasks waiting: `rate`, `max_concurrency`."
+    )
+    waiting: str | None = Field(
+        description='Why its ready tasks wait, in words ("rate limit of key X: next start at '
+        '..."); null when nothing holds them.'
+    )
+
+
+QueueOut.model_rebuild()
 
 
 class QueueListOut(BaseModel):
@@ -221,7 +333,17 @@ class LeaseOut(BaseModel):
     traceparent: str | None = Field(
         None, description="The task's W3C trace context (given at create), for the handler."
     )
+    payload_url: str | None = Field(
+        None,
+        description="Only for a task whose payload duetime holds (`payload_held`): GET it for "
+        "the payload, during this attempt only.",
+    )
     task: TaskOut
+    parents: list[ParentOut] | None = Field(
+        None,
+        description="For a task with depends_on: its parents' outcomes, in order (a result over "
+        "64 KiB as result_ref).",
+    )
 
 
 class LeasesOut(BaseModel):

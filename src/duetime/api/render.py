@@ -32,9 +32,13 @@ def dumps(content: Any) -> bytes:
     return orjson.dumps(content, default=_default, option=_OPTIONS)
 
 
-def json_response(content: Any, status: int = 200) -> Response:
+def json_response(
+    content: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
     """A ready-made ``application/json`` response (FastAPI passes it through untouched)."""
-    return Response(dumps(content), status_code=status, media_type="application/json")
+    return Response(
+        dumps(content), status_code=status, headers=headers, media_type="application/json"
+    )
 
 
 def task(t: Task) -> dict[str, Any]:
@@ -66,6 +70,9 @@ def task(t: Task) -> dict[str, Any]:
         "next_attempt_at": t.next_attempt_at,
         "cancel_requested": t.cancel_requested,
         "payload_ref": t.payload_ref,
+        "flow_key": t.flow_key,
+        "absorbed": t.absorbed,
+        "absorbed_at": t.absorbed_at,
     }
 
 

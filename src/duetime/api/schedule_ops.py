@@ -1,5 +1,6 @@
 """What the ``/v1/schedules`` routes share: bodies → :class:`ScheduleConfig` (validated like a
-task create), the JSON of schedules, ticks and revisions, cursors, and who is calling.
+task create), the JSON of schedules, ticks and revisions, and who is calling (their cursors are
+:mod:`duetime.api.convert`'s).
 
 Validation errors are :class:`~duetime.errors.ValidationError` naming the field: the expression
 layer's (``cron``, ``every``, ``rrule``, ``timezone``, ``start_at``, ``end_at``,
@@ -9,28 +10,29 @@ layer's (``cron``, ``every``, ``rrule``, ``timezone``, ``start_at``, ``end_at``,
 
 from __future__ import annotations
 
-import base64
-import binascii
+import contextlib
 import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
 
-from duetime.api.convert import TaskBuilder
-from duetime.api.deps import Services, bearer_token
+from duetime.api.deps import Caller, Services, bearer_token
 from duetime.api.schedule_schemas import DstIn, ScheduleCreate, SchedulePatchIn, TaskTemplateIn
 from duetime.api.schemas import TaskCreate
 from duetime.auth import hash_api_key
 from duetime.delivery.redact import public_target
+from duetime.delivery.sealing import SealError
 from duetime.errors import ValidationError
-from duetime.ids import is_uuid
-from duetime.schedule import ScheduleSpec, describe, occurrences_after, parse_spec
-from duetime.schedule.budget import Budget, BudgetExceeded, within_budget
-from duetime.schedule.config import config_to_json, schedule_spec
+from duetime.lifecycle.create import TaskBuilder
+from duetime.schedule import ScheduleSpec, describe, occurrences_after
+from duetime.schedule.budget import Budget, BudgetExceeded
+from duetime.schedule.config import config_to_json, schedule_spec, spec_of
+from duetime.schedule.evaluation import EvaluationPool, checked_first, next_times
+from duetime.secrets.sealed import key_ids, redact
 from duetime.types import (
     CatchupPolicy,
     OverlapPolicy,
@@ -107,7 +109,10 @@ def anchor_from(now: datetime) -> datetime:
 
 
 def template_from(body: TaskTemplateIn, builder: TaskBuilder, tenant_id: str) -> dict[str, Any]:
-    """The stored template, checked like a task create (payload size, the target guard)."""
+    """The stored template, checked like a task create (payload size, the target guard), and
+    with no NUL in its payload: a template is stored as a JSON document, which PostgreSQL
+    cannot hold U+0000 in (a task's payload is stored as text, which can)."""
+    _no_nul(body.payload, "task.payload")
     as_task = TaskCreate.model_construct(
         name=body.name,
         queue=body.queue,
@@ -137,32 +142,66 @@ def template_from(body: TaskTemplateIn, builder: TaskBuilder, tenant_id: str) ->
     }
 
 
-def _checked(config: ScheduleConfig, anchor: datetime, now: datetime) -> ScheduleConfig:
-    """``config`` once the expression layer accepts its timing and its next
-    :data:`CHECK_COUNT` fire times after ``now`` are found within the evaluation budget (raises
-    ``ValidationError``); the first of them is kept in :data:`NEXT_RUNS` for reads."""
+def _no_nul(value: Any, field: str) -> None:
+    """``ValidationError`` naming ``field`` when a string or key of the JSON ``value`` holds
+    U+0000."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found = "\x00" in item
+        elif isinstance(item, dict):
+            found = any("\x00" in key for key in item)
+            stack.extend(item.values())
+        else:
+            found = False
+            if isinstance(item, list):
+                stack.extend(item)
+        if found:
+            raise ValidationError(
+                "a schedule's task payload must not contain the NUL character (U+0000)",
+                field=field,
+            )
+
+
+async def _checked(
+    evaluations: EvaluationPool,
+    tenant_id: str,
+    config: ScheduleConfig,
+    anchor: datetime,
+    now: datetime,
+) -> datetime | None:
+    """The first fire time after ``now`` of ``config``, once the expression layer accepts its
+    timing and finds its next :data:`CHECK_COUNT` fire times within the evaluation budget, in
+    the evaluation pool (raises ``ValidationError``, or ``TooManyRequests`` over the tenant's
+    share of the pool); it is kept in :data:`NEXT_RUNS` for reads."""
     field = expression_field(config)
-    with within_budget(field, f"the next {CHECK_COUNT} fire times of this {field}"):
-        spec = parse_spec(
-            cron=config.cron,
-            every=config.every,
-            rrule=config.rrule,
-            timezone=config.timezone,
-            start_at=config.start_at,
-            end_at=config.end_at,
-            jitter_seconds=config.jitter_seconds,
-            dst={"nonexistent": config.dst_nonexistent, "ambiguous": config.dst_ambiguous},
-            anchor=anchor,
-        )
-        found = occurrences_after(spec, now, CHECK_COUNT)
-    NEXT_RUNS.put(spec, now, found[0].nominal if found else None)
-    return config
+    timing = {
+        "cron": config.cron,
+        "every": config.every,
+        "rrule": config.rrule,
+        "timezone": config.timezone,
+        "start_at": config.start_at,
+        "end_at": config.end_at,
+        "jitter_seconds": config.jitter_seconds,
+        "dst": {"nonexistent": config.dst_nonexistent, "ambiguous": config.dst_ambiguous},
+        "anchor": anchor,
+    }
+    _, first = await evaluations.run(tenant_id, checked_first, timing, field, CHECK_COUNT, now)
+    NEXT_RUNS.put(spec_of(config, anchor), now, first)
+    return first
 
 
-def config_from_create(
-    body: ScheduleCreate, builder: TaskBuilder, tenant_id: str, anchor: datetime, now: datetime
-) -> ScheduleConfig:
-    """The settings of a new schedule, fully validated (timing first, then the template)."""
+async def config_from_create(
+    evaluations: EvaluationPool,
+    body: ScheduleCreate,
+    builder: TaskBuilder,
+    tenant_id: str,
+    anchor: datetime,
+    now: datetime,
+) -> tuple[ScheduleConfig, datetime | None]:
+    """The settings of a new schedule, fully validated (timing first, then the template), and
+    its first fire time after ``now``."""
     dst = body.dst if body.dst is not None else DstIn()
     config = ScheduleConfig(
         cron=body.cron,
@@ -179,12 +218,16 @@ def config_from_create(
         catchup_window_seconds=body.catchup_window_seconds,
         catchup_max_runs=body.catchup_max_runs,
     )
-    _checked(config, anchor, now)
-    return dataclasses.replace(config, task=template_from(body.task, builder, tenant_id))
+    first = await _checked(evaluations, tenant_id, config, anchor, now)
+    return dataclasses.replace(config, task=template_from(body.task, builder, tenant_id)), first
 
 
-def config_from_patch(
-    current: Schedule, body: SchedulePatchIn, builder: TaskBuilder, now: datetime
+async def config_from_patch(
+    evaluations: EvaluationPool,
+    current: Schedule,
+    body: SchedulePatchIn,
+    builder: TaskBuilder,
+    now: datetime,
 ) -> ScheduleConfig:
     """``current``'s settings with the patch applied, fully validated."""
     given = body.model_fields_set
@@ -219,39 +262,39 @@ def config_from_patch(
         if body.task is not None
         else c.task,
     }
-    return _checked(ScheduleConfig(**values), current.anchor_at, now)
+    config = ScheduleConfig(**values)
+    await _checked(evaluations, current.tenant_id, config, current.anchor_at, now)
+    return config
 
 
 def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
-def next_run_after(spec: ScheduleSpec, now: datetime) -> datetime | None:
-    """The first fire time after ``now`` of a spec :func:`_checked` just accepted (cached
-    there; searched on a budget otherwise)."""
-    hit, found = NEXT_RUNS.get(spec, now)
-    if hit:
-        return found
-    with within_budget(spec.kind, f"the next fire time of this {spec.kind}"):
-        items = occurrences_after(spec, now, 1)
-    found = items[0].nominal if items else None
-    NEXT_RUNS.put(spec, now, found)
-    return found
-
-
-def next_run(s: Schedule, spec: ScheduleSpec, now: datetime, budget: Budget) -> datetime | None:
-    """The first fire time after ``now`` without searching when it is known: from
+def known_next_run(s: Schedule, spec: ScheduleSpec, now: datetime) -> tuple[bool, datetime | None]:
+    """(known, the first fire time after ``now``) without searching: None while paused, from
     :data:`NEXT_RUNS`, or from the materializer's ``next_run_at`` while its cursor has not passed
-    ``now`` (nothing fires between the cursor and it). Otherwise one search on ``budget``; if that
-    runs out, None (and a warning: a schedule accepted at create time rarely gets there)."""
+    ``now`` (nothing fires between the cursor and it)."""
     if s.paused:
-        return None
+        return True, None
     hit, found = NEXT_RUNS.get(spec, now)
     if hit:
-        return found
+        return True, found
     if s.next_run_at is not None and s.materialized_until <= now < s.next_run_at:
         NEXT_RUNS.put(spec, now, s.next_run_at)
-        return s.next_run_at
+        return True, s.next_run_at
+    return False, None
+
+
+def next_run(
+    s: Schedule, spec: ScheduleSpec, now: datetime, budget: Budget | None
+) -> datetime | None:
+    """The first fire time after ``now``: :func:`known_next_run`, else one search on ``budget``
+    (None: no search, and None); if that runs out, None (and a warning: a schedule accepted at
+    create time rarely gets there)."""
+    known, found = known_next_run(s, spec, now)
+    if known or budget is None:
+        return found
     try:
         with budget.spend("next_run_at", "next_run_at"):
             items = occurrences_after(spec, now, 1)
@@ -263,10 +306,45 @@ def next_run(s: Schedule, spec: ScheduleSpec, now: datetime, budget: Budget) -> 
     return found
 
 
-def schedule_json(s: Schedule, now: datetime, budget: Budget | None = None) -> dict[str, Any]:
+async def schedules_json(
+    evaluations: EvaluationPool, tenant_id: str, schedules: Sequence[Schedule], now: datetime
+) -> list[dict[str, Any]]:
+    """Schedules as the API returns them, the next runs nobody knows searched for in the
+    evaluation pool (all of them on one budget: a page never searches longer than one read
+    may)."""
+    specs = [schedule_spec(s) for s in schedules]
+    missing = list(
+        dict.fromkeys(
+            spec
+            for s, spec in zip(schedules, specs, strict=True)
+            if not known_next_run(s, spec, now)[0]
+        )
+    )
+    if missing:
+        found = await evaluations.run(tenant_id, next_times, missing, now)
+        for spec, (searched, first) in zip(missing, found, strict=True):
+            if searched:
+                NEXT_RUNS.put(spec, now, first)
+            else:
+                log.warning(
+                    "next_run_at of %s %r not found within the budget", spec.kind, spec.expression
+                )
+    return [schedule_json(s, now, search=False) for s in schedules]
+
+
+async def schedule_out(call: Caller, s: Schedule, now: datetime) -> dict[str, Any]:
+    """One schedule as the API returns it (see :func:`schedules_json`)."""
+    [found] = await schedules_json(call.evaluations, call.tenant_id, [s], now)
+    return found
+
+
+def schedule_json(
+    s: Schedule, now: datetime, budget: Budget | None = None, *, search: bool = True
+) -> dict[str, Any]:
     """A schedule as the API returns it (``ScheduleOut``). ``next_run_at``: the first fire time
     after ``now`` (nominal), null while paused or once the schedule has ended (see
-    :func:`next_run`; pass one ``budget`` for all the schedules of a page)."""
+    :func:`next_run`; pass one ``budget`` for all the schedules of a page). ``search=False``:
+    no search on the event loop, null when it is not known (:func:`schedules_json` searched)."""
     spec = schedule_spec(s)
     budget = budget or Budget()
     data = config_to_json(s.config)
@@ -284,7 +362,7 @@ def schedule_json(s: Schedule, now: datetime, budget: Budget | None = None) -> d
         "paused": s.paused,
         "pause_note": s.pause_note,
         "paused_at": s.paused_at,
-        "next_run_at": next_run(s, spec, now, budget),
+        "next_run_at": next_run(s, spec, now, budget if search else None),
         "description": description,
         "version": s.version,
         "created_at": s.created_at,
@@ -315,56 +393,29 @@ def revision_json(r: ScheduleRevision) -> dict[str, Any]:
 
 
 def _public(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Schedule fields as the API shows them: a template's broker URL password is ``***``."""
+    """Schedule fields as the API shows them: the template's credentials as ``***`` and a
+    fingerprint (revisions hold them so already; older ones may not)."""
     out = dict(fields)
     template = out.get("task")
     if isinstance(template, Mapping) and isinstance(template.get("target"), Mapping):
         out["task"] = {**template, "target": public_target(template["target"])}
-    return out
+    shown: dict[str, Any] = redact(out)
+    return shown
 
 
-def encode(text: str) -> str:
-    """An opaque cursor."""
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
-
-
-def decode(cursor: str) -> str:
-    """The text inside a cursor made by :func:`encode`; ``ValidationError`` (field ``cursor``)
-    for anything else."""
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        text = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        text = ""
-    if not text:
-        raise ValidationError("not a cursor this server returned", field="cursor")
-    return text
-
-
-def decode_schedule_cursor(cursor: str) -> str:
-    text = decode(cursor)
-    if not is_uuid(text):
-        raise ValidationError("not a cursor this server returned", field="cursor")
-    return text
-
-
-def tick_cursor(t: Tick) -> str:
-    micros = int(t.nominal.timestamp()) * 1_000_000 + t.nominal.microsecond
-    return encode(f"{micros}:{t.outcome.value}")
-
-
-def decode_tick_cursor(cursor: str) -> tuple[datetime, str]:
-    micros, _, outcome = decode(cursor).partition(":")
-    try:
-        seconds, rest = divmod(int(micros), 1_000_000)
-        at = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest)
-    except (ValueError, OverflowError, OSError):
-        raise ValidationError("not a cursor this server returned", field="cursor") from None
-    return at, outcome
-
-
-def decode_revision_cursor(cursor: str) -> int:
-    text = decode(cursor)
-    if not text.isdigit():
-        raise ValidationError("not a cursor this server returned", field="cursor")
-    return int(text)
+def revision_fields(config: ScheduleConfig, builder: TaskBuilder, tenant_id: str) -> dict[str, Any]:
+    """``config`` in the API's shape as a revision records it and a change compares it: the
+    template's credentials shown (``***`` and a fingerprint, never sealed, so neither revisions
+    nor the history that copies them hold anything to open). Fingerprints are taken under the
+    current key, so a credential sealed again under a newer key is no change."""
+    data = config_to_json(config)
+    template = data.get("task")
+    target = template.get("target") if isinstance(template, Mapping) else None
+    if isinstance(template, Mapping) and isinstance(target, Mapping):
+        sealer = builder.sealer
+        kids = key_ids(target)
+        if sealer is not None and kids and kids != {sealer.ring.current_id}:
+            with contextlib.suppress(SealError):  # a key this node lacks: its stored digest
+                target = sealer.reseal(target, tenant_id)
+        data["task"] = {**template, "target": public_target(target)}
+    return data

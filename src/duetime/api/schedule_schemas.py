@@ -12,10 +12,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from duetime.api.fields import CleanText, JsonAny, Rfc3339
+from duetime.api.fields import CleanText, JsonAny, Rfc3339, Whole, patch_schema, rules
 from duetime.api.schemas import (
     MAX_TIMEOUT_SECONDS,
     MIN_TIMEOUT_SECONDS,
@@ -29,6 +29,7 @@ from duetime.api.schemas import (
     Target,
     TaskOut,
 )
+from duetime.schedule.parse import MAX_JITTER_SECONDS
 
 MAX_CATCHUP_WINDOW_SECONDS = 366 * 86_400
 MAX_CATCHUP_RUNS = 10_000
@@ -40,24 +41,66 @@ MAX_UPCOMING = 1000
 
 Overlap = Literal["allow", "skip", "buffer_one"]
 Catchup = Literal["none", "latest", "all"]
-Cron = Annotated[str, Field(min_length=1, max_length=1000, examples=["0 2 * * *"])]
-Every = Annotated[str, Field(min_length=1, max_length=100, examples=["PT15M"])]
-RRule = Annotated[
-    str, Field(min_length=1, max_length=2000, examples=["FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=9"])
+_GRAMMAR = rules(("*", ""))  # cron, every, rrule and timezone: docs/schedules.md
+Cron = Annotated[
+    str, Field(min_length=1, max_length=1000, examples=["0 2 * * *"], json_schema_extra=_GRAMMAR)
 ]
-Zone = Annotated[str, Field(min_length=1, max_length=100, examples=["America/New_York"])]
-Jitter = Annotated[int, Field(description="Seconds; each occurrence runs up to this late.")]
-Window = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS)]
-MaxRuns = Annotated[int, Field(ge=0, le=MAX_CATCHUP_RUNS)]
+Every = Annotated[
+    str, Field(min_length=1, max_length=100, examples=["PT15M"], json_schema_extra=_GRAMMAR)
+]
+RRule = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=2000,
+        examples=["FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=9"],
+        json_schema_extra=_GRAMMAR,
+    ),
+]
+Zone = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=100,
+        examples=["America/New_York"],
+        description="An IANA time zone name.",
+        json_schema_extra=_GRAMMAR,
+    ),
+]
+Jitter = Annotated[
+    int,
+    Field(
+        ge=0, le=MAX_JITTER_SECONDS, description="Seconds; each occurrence runs up to this late."
+    ),
+    Whole,
+]
+Window = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS), Whole]
+MaxRuns = Annotated[int, Field(ge=0, le=MAX_CATCHUP_RUNS), Whole]
+
+
+SCHEDULE_RULES = (
+    ("cron", "exactly one of cron, every or rrule"),
+    ("every", "exactly one of cron, every or rrule"),
+    ("rrule", "exactly one of cron, every or rrule"),
+    ("start_at", ""),  # every and rrule count from it (or from the creation time)
+    ("end_at", "end_at must be later than start_at"),
+)
+"""What a schedule must hold beyond its fields' schemas (:func:`~duetime.api.fields.rules`)."""
 
 
 class DstIn(StrictModel):
     """Daylight-saving knobs for fixed local times (ignored by hourly and stepped rhythms)."""
 
     nonexistent: str = Field(
-        default="run_after_gap", description="`run_after_gap` (default) or `skip`."
+        default="run_after_gap",
+        description="`run_after_gap` (default) or `skip`.",
+        json_schema_extra={"enum": ["run_after_gap", "skip"]},
     )
-    ambiguous: str = Field(default="first", description="`first` (default) or `both`.")
+    ambiguous: str = Field(
+        default="first",
+        description="`first` (default) or `both`.",
+        json_schema_extra={"enum": ["first", "both"]},
+    )
 
 
 class TaskTemplateIn(StrictModel):
@@ -79,7 +122,10 @@ class TaskTemplateIn(StrictModel):
 
 class ScheduleCreate(StrictModel):
     """A recurring schedule: exactly one of ``cron``, ``every`` (ISO 8601 duration, counted from
-    ``start_at`` or the creation time) or ``rrule``, plus a task template."""
+    ``start_at`` or the creation time) or ``rrule``, plus a task template; ``end_at`` later
+    than ``start_at``."""
+
+    model_config = ConfigDict(json_schema_extra=rules(*SCHEDULE_RULES))
 
     cron: Cron | None = None
     every: Every | None = None
@@ -115,6 +161,11 @@ class SchedulePatchIn(StrictModel):
     dst: DstIn | None = None
     task: TaskTemplateIn | None = None
 
+    model_config = ConfigDict(json_schema_extra=patch_schema(
+        "cron", "every", "rrule", "timezone", "jitter_seconds", "overlap", "catchup",
+        "catchup_window_seconds", "catchup_max_runs", "dst", "task", refusals=SCHEDULE_RULES,
+    ))  # fmt: skip
+
     @field_validator(
         "cron", "every", "rrule", "timezone", "jitter_seconds", "overlap", "catchup",
         "catchup_window_seconds", "catchup_max_runs", "dst", "task",
@@ -146,9 +197,15 @@ class BackfillIn(StrictModel):
     """Make the occurrences in ``[start, end]`` (a past range), at most ``max_runs``, released at
     ``rate_per_second`` (staggered ``run_at`` from now)."""
 
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            ("end", "end must be later than start"), ("end", "end must not be in the future")
+        )
+    )
+
     start: Rfc3339
     end: Rfc3339
-    max_runs: Annotated[int, Field(ge=1, le=MAX_BACKFILL_RUNS)] = 1000
+    max_runs: Annotated[int, Field(ge=1, le=MAX_BACKFILL_RUNS), Whole] = 1000
     rate_per_second: Annotated[float, Field(ge=MIN_BACKFILL_RATE, le=MAX_BACKFILL_RATE)] = 10.0
 
 

@@ -11,29 +11,45 @@ path); the ``*Out`` models below only describe them in ``/openapi.json``.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationInfo,
     field_validator,
+    model_serializer,
 )
 from pydantic_core import PydanticCustomError
 
 from duetime.api.fields import (
+    BRACKETED_HOST,
+    HEADERS_DOC,
     NO_CONTROL,
+    NO_CONTROL_OR_EMPTY,
     CleanText,
     JsonAny,
     Rfc3339,
+    Whole,
     canonical_uuid,
     check_headers,
+    patch_schema,
+    rules,
     url_checker,
+    url_credential,
+    url_pattern,
 )
-from duetime.types import RetryPolicy
+from duetime.api.fields import StrictModel as StrictModel  # the base of every request body
+from duetime.api.target_auth import MtlsAuth, OidcAuth, TargetAuth
+from duetime.target_types import TargetType
+from duetime.types import RetryPolicy, TaskStatus
 
 MAX_BATCH = 1000
 MAX_LIST_LIMIT = 1000
@@ -49,9 +65,11 @@ MAX_HEADERS = 64
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
 _DEFAULT_RETRY = RetryPolicy()
 
-TaskId = Annotated[str, Field(max_length=64), AfterValidator(canonical_uuid)]
+TaskId = Annotated[
+    str, Field(max_length=64, json_schema_extra={"format": "uuid"}), AfterValidator(canonical_uuid)
+]
 QUEUE_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
-"""A queue name, unanchored (the model anchors it; :mod:`duetime.api.batch_body` full-matches)."""
+"""A queue name, unanchored (the models that use it anchor it)."""
 LABEL_KEY = r"[A-Za-z0-9][A-Za-z0-9._/-]{0,62}"
 """A label key, unanchored (as :data:`QUEUE_NAME`)."""
 QueueName = Annotated[
@@ -74,43 +92,132 @@ PayloadRef = Annotated[
     ),
 ]
 LabelKey = Annotated[str, Field(pattern=f"^{LABEL_KEY}$")]
-LabelValue = Annotated[str, Field(max_length=256), CleanText]
+LabelValue = Annotated[str, Field(max_length=256, pattern=NO_CONTROL_OR_EMPTY), CleanText]
 Labels = Annotated[
     dict[LabelKey, LabelValue],
-    Field(max_length=MAX_LABELS, description="Up to 64 labels; keys have no `:`."),
+    Field(
+        max_length=MAX_LABELS,
+        description="Up to 64 labels; keys have no `:`.",
+        # patternProperties alone would let other keys through; the model refuses them.
+        json_schema_extra={"propertyNames": {"pattern": f"^{LABEL_KEY}$"}},
+    ),
 ]
-Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
+Priority = Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX), Whole]
 
 
-class StrictModel(BaseModel):
-    """Base of every request body: unknown fields and type coercion are refused."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+def _url_doc(kind: TargetType) -> Any:
+    """A target URL's length, and its pattern for the OpenAPI document (checked by
+    :func:`~duetime.api.fields.url_checker`, which names the schemes when it refuses one)."""
+    pattern = url_pattern(tuple(kind.spec.schemes))
+    return Field(
+        max_length=2048, json_schema_extra={"pattern": pattern, **rules(("*", BRACKETED_HOST))}
+    )
 
 
 class HttpTarget(StrictModel):
-    """Deliver the payload as a signed webhook."""
+    """Deliver the payload as a signed webhook. Credentials in ``headers`` (the documented
+    names and those listed in ``secret_headers``), in the URL's user info (sent as HTTP Basic
+    auth) or in credential query parameters are sealed when stored and shown as ``***`` and a
+    fingerprint; ``auth`` names a credential kept apart from the task."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            ("headers", "the URL carries a user and password"),
+            ("secret_headers", ""),  # each must be one of headers
+            ("auth", "the URL carries a user and password"),
+            ("auth", "a client certificate needs an https url"),
+            ("auth", "auth sets Authorization"),
+        )
+    )
 
     type: Literal["http"]
-    url: Annotated[str, Field(max_length=2048), url_checker("http", "https")]
+    url: Annotated[str, _url_doc(TargetType.HTTP), url_checker(*TargetType.HTTP.spec.schemes)]
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: Annotated[
         dict[str, Annotated[str, Field(max_length=8192)]],
-        Field(max_length=MAX_HEADERS),
+        Field(max_length=MAX_HEADERS, json_schema_extra=HEADERS_DOC),
         AfterValidator(check_headers),
     ] = Field(default_factory=dict)
+    secret_headers: Annotated[list[str], Field(max_length=MAX_HEADERS)] | None = Field(
+        default=None,
+        description="More header names whose values are credentials (sealed, never shown).",
+    )
+    auth: TargetAuth | None = Field(
+        default=None, description="A named credential to authenticate with."
+    )
+
+    @field_validator("headers")
+    @classmethod
+    def _one_authorization(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if url_credential(info.data.get("url")) and any(
+            name.lower() == "authorization" for name in value
+        ):
+            raise PydanticCustomError(
+                "two_credentials",
+                "the URL carries a user and password (sent as Basic auth): give the credential "
+                "there or in an Authorization header, not both",
+            )
+        return value
+
+    @field_validator("secret_headers")
+    @classmethod
+    def _named_headers(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        given = {name.lower() for name in info.data.get("headers") or {}}
+        for name in value or ():
+            if name.lower() not in given:
+                raise PydanticCustomError(
+                    "secret_header", "{name} is not one of this target's headers", {"name": name}
+                )
+        return value
+
+    @field_validator("auth")
+    @classmethod
+    def _one_auth(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return value
+        url = info.data.get("url") or ""
+        if url_credential(url):
+            raise PydanticCustomError(
+                "two_credentials",
+                "the URL carries a user and password: authenticate with the URL or with auth, "
+                "not both",
+            )
+        if isinstance(value, MtlsAuth) and not url.lower().startswith("https://"):
+            raise PydanticCustomError("mtls_https", "a client certificate needs an https url")
+        if isinstance(value, OidcAuth) and any(
+            name.lower() == "authorization" for name in info.data.get("headers") or {}
+        ):
+            raise PydanticCustomError(
+                "auth_header", "auth sets Authorization: leave it out of headers"
+            )
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A target stored, answered and fingerprinted as before when it uses neither.
+        data: dict[str, Any] = handler(self)
+        for name in ("secret_headers", "auth"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class AmqpTarget(StrictModel):
     """Publish to RabbitMQ (``exchange`` ``""`` is the default exchange)."""
 
+    model_config = ConfigDict(
+        json_schema_extra=rules(("routing_key", "give an exchange or a routing_key"))
+    )
+
     type: Literal["amqp"]
-    url: Annotated[str, Field(max_length=2048), url_checker("amqp", "amqps")]
-    exchange: Annotated[str, Field(max_length=255)] = ""
-    routing_key: Annotated[str, Field(max_length=255)] = Field(default="", validate_default=True)
+    url: Annotated[str, _url_doc(TargetType.AMQP), url_checker(*TargetType.AMQP.spec.schemes)]
+    exchange: Annotated[str, Field(max_length=255, pattern=NO_CONTROL_OR_EMPTY), CleanText] = ""
+    routing_key: Annotated[str, Field(max_length=255, pattern=NO_CONTROL_OR_EMPTY), CleanText] = (
+        Field(default="", validate_default=True)
+    )
     headers: Annotated[
         dict[str, Annotated[str, Field(max_length=8192)]],
-        Field(max_length=MAX_HEADERS),
+        Field(max_length=MAX_HEADERS, json_schema_extra=HEADERS_DOC),
         AfterValidator(check_headers),
     ] = Field(default_factory=dict)
     persistent: bool = Field(default=True, description="delivery_mode 2 (stored to disk).")
@@ -127,9 +234,15 @@ class NatsTarget(StrictModel):
     """Publish to NATS (JetStream when the subject belongs to a stream)."""
 
     type: Literal["nats"]
-    url: Annotated[str, Field(max_length=2048), url_checker("nats", "tls")]
+    url: Annotated[str, _url_doc(TargetType.NATS), url_checker(*TargetType.NATS.spec.schemes)]
     subject: Annotated[
-        str, Field(min_length=1, max_length=255, pattern=r"^[^\s.*>]+(\.[^\s.*>]+)*$")
+        str,
+        Field(
+            min_length=1,
+            max_length=255,
+            pattern=r"^[^\s.*>\x00-\x1f\x7f-\x9f]+(\.[^\s.*>\x00-\x1f\x7f-\x9f]+)*$",
+        ),
+        CleanText,
     ]
     jetstream: bool = Field(default=True, description="false: core NATS publish + flush.")
 
@@ -138,9 +251,9 @@ class RedisTarget(StrictModel):
     """``XADD`` to a Redis stream."""
 
     type: Literal["redis"]
-    url: Annotated[str, Field(max_length=2048), url_checker("redis", "rediss")]
-    stream: Annotated[str, Field(min_length=1, max_length=255)]
-    maxlen: Annotated[int, Field(ge=1)] | None = Field(
+    url: Annotated[str, _url_doc(TargetType.REDIS), url_checker(*TargetType.REDIS.spec.schemes)]
+    stream: Annotated[str, Field(min_length=1, max_length=255, pattern=NO_CONTROL), CleanText]
+    maxlen: Annotated[int, Field(ge=1), Whole] | None = Field(
         default=None, description="Trim the stream to about this many entries (MAXLEN ~)."
     )
 
@@ -154,13 +267,65 @@ class WorkerTarget(StrictModel):
 Target = Annotated[
     HttpTarget | AmqpTarget | NatsTarget | RedisTarget | WorkerTarget, Field(discriminator="type")
 ]
-TARGET_TYPES = frozenset({"http", "amqp", "nats", "redis", "worker"})
+"""One request model per registered target type (:data:`duetime.target_types.TARGETS`), its
+``type`` literal the type's name: ``tests/unit/test_target_registry.py`` holds the two equal."""
+
+
+KeyExpression = Annotated[
+    Any,
+    Field(
+        description="A key expression: `name`, `concurrency_key`, `labels.<key>`, `payload` or "
+        "`payload.<path>`, or a list of up to 4 of them (docs/flow-control.md); checked by "
+        "duetime.flow.keys, which names the term at fault.",
+        json_schema_extra={
+            **rules(("*", "")),
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": 300},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 300},
+                    "minItems": 1,
+                    "maxItems": 4,
+                },
+            ],
+        },
+    ),
+]
+Duration = Annotated[
+    str,
+    Field(
+        max_length=64,
+        description="An ISO 8601 duration of elapsed time: `PT0.5S`, `PT5M`, `P1D`, within the "
+        "field's range.",
+        json_schema_extra=rules(("*", "")),
+    ),
+]
+StatusName = Annotated[
+    str, Field(max_length=32, json_schema_extra={"enum": [s.value for s in TaskStatus]})
+]
+
+
+class TaskUniqueIn(StrictModel):
+    """A task's own uniqueness window (instead of its queue's): a create within ``period`` of
+    a task made with the same key, while that task is in one of ``states`` (default: every
+    status but failed and cancelled), makes nothing and answers 200 with that task
+    (``Duetime-Unique: existing``). ``key`` is the key itself; ``key_from`` a key expression
+    evaluated on the task. Give one."""
+
+    key: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    key_from: KeyExpression | None = None
+    period: Duration
+    states: Annotated[list[StatusName], Field(min_length=1, max_length=8)] | None = None
 
 
 class RetryIn(StrictModel):
     """Backoff for failed attempts; omitted fields take the defaults."""
 
-    max_attempts: Annotated[int, Field(ge=1, le=1000)] = _DEFAULT_RETRY.max_attempts
+    model_config = ConfigDict(
+        json_schema_extra=rules(("max_delay_seconds", "must be >= initial_delay_seconds"))
+    )
+
+    max_attempts: Annotated[int, Field(ge=1, le=1000), Whole] = _DEFAULT_RETRY.max_attempts
     initial_delay_seconds: Annotated[
         float, Field(ge=MIN_RETRY_DELAY_SECONDS, le=MAX_RETRY_DELAY_SECONDS)
     ] = _DEFAULT_RETRY.initial_delay_seconds
@@ -188,9 +353,57 @@ class RetryIn(StrictModel):
         )
 
 
+class CallbackIn(StrictModel):
+    """A task made when this one ends (in the transaction of that end), delivered to ``target``
+    (any target type) with the outcome as its payload: signed, retried and recorded like any
+    task (docs/api.md "Callbacks")."""
+
+    target: Target
+    queue: Annotated[QueueName | None, Field(description="Default: the ended task's queue.")] = None
+    name: Annotated[Name | None, Field(description="Default: the kind, e.g. on_failure.")] = None
+    retry: RetryIn | None = None
+    timeout_seconds: (
+        Annotated[float, Field(ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS)] | None
+    ) = None
+
+    def target_fields(self) -> dict[str, Any]:
+        return self.target.model_dump()
+
+    def retry_policy(self) -> RetryPolicy | None:
+        return None if self.retry is None else self.retry.to_policy()
+
+
+ParentFailurePolicy = Literal["fail", "run", "cancel"]
+_FOLLOW_DEFAULTS: dict[str, Any] = {
+    "payload_held": None,
+    "unique": None,
+    "on_parent_failure": "fail",
+    "parents_in_body": False,
+    "on_success": None,
+    "on_failure": None,
+    "on_end": None,
+}
+"""Fields added to a create after fingerprints were first kept (what follows a task's end, a held
+payload, a uniqueness window), at their defaults: left out of a create's fingerprint then, so a
+repeat keeps matching a task made before they existed."""
+
+
+TASK_RULES = (
+    ("payload_ref", "give payload or payload_ref, not both"),
+    ("payload_ref", "references starting with duetime: are duetime's own"),
+    ("payload_held", "give payload_held alone"),
+    ("delay_seconds", "give run_at or delay_seconds, not both"),
+    ("unique", "give key (the key itself) or key_from"),
+    ("depends_on", "depends_on: no task with id"),  # each parent must be the tenant's task
+)
+"""What a task create must hold beyond its fields' schemas (:func:`~duetime.api.fields.rules`)."""
+
+
 class TaskCreate(StrictModel):
     """A one-time task. Only ``target`` is required; ``run_at`` and ``delay_seconds`` exclude each
     other and neither means now."""
+
+    model_config = ConfigDict(json_schema_extra=rules(*TASK_RULES))
 
     name: Name | None = None
     queue: QueueName = "default"
@@ -210,6 +423,26 @@ class TaskCreate(StrictModel):
     concurrency_key: Key | None = None
     labels: Labels = Field(default_factory=dict)
     payload_ref: PayloadRef | None = None
+    payload_held: JsonAny = Field(
+        default=None,
+        description="A payload duetime holds apart from the task (at most "
+        "max_held_payload_bytes encoded): each attempt gets a URL that reads it, valid during "
+        "that attempt only (`duetime-payload-url`, a lease's `payload_url`).",
+    )
+    unique: TaskUniqueIn | None = None
+    on_parent_failure: ParentFailurePolicy = Field(
+        default="fail",
+        description="What a parent's failure (or cancel) means: fail this task, run it anyway "
+        "(it sees the failure), or cancel it.",
+    )
+    parents_in_body: bool = Field(
+        default=False,
+        description="Push targets: send the parents' outcomes with the payload, as "
+        '{"payload": ..., "parents": [...]} (header duetime-body: parents).',
+    )
+    on_success: CallbackIn | None = None
+    on_failure: CallbackIn | None = None
+    on_end: CallbackIn | None = None
 
     @field_validator("payload_ref")
     @classmethod
@@ -220,6 +453,22 @@ class TaskCreate(StrictModel):
                 "give payload or payload_ref, not both (the reference is handed "
                 "on instead of a payload)",
             )
+        if value is not None and value.startswith("duetime:"):
+            raise PydanticCustomError(
+                "payload_ref_reserved", "references starting with duetime: are duetime's own"
+            )
+        return value
+
+    @field_validator("payload_held")
+    @classmethod
+    def _held_alone(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and (
+            info.data.get("payload") is not None or info.data.get("payload_ref") is not None
+        ):
+            raise PydanticCustomError(
+                "payload_held_and_payload",
+                "give payload_held alone, without payload or payload_ref",
+            )
         return value
 
     @field_validator("delay_seconds")
@@ -229,9 +478,50 @@ class TaskCreate(StrictModel):
             raise PydanticCustomError("run_at_and_delay", "give run_at or delay_seconds, not both")
         return value
 
+    def target_fields(self) -> dict[str, Any]:
+        """The target as a JSON object (:class:`duetime.lifecycle.create.TaskSpec`)."""
+        return self.target.model_dump()
+
+    def retry_policy(self) -> RetryPolicy | None:
+        """The retry policy asked for; None: the default."""
+        return None if self.retry is None else self.retry.to_policy()
+
+    def unique_fields(self) -> dict[str, Any] | None:
+        """The task's own uniqueness window as JSON (None: its queue's, if any)."""
+        return None if self.unique is None else self.unique.model_dump(exclude_none=True)
+
+    def fingerprint(self, target: Mapping[str, Any] | None = None) -> str | None:
+        """The fingerprint of this request with an idempotency key (None without one): fields
+        compared as validated, so a default left out equals the default given
+        (``{"priority": 0}`` repeats ``{}``). ``target``: fingerprint this in place of the
+        target given (a target with credentials, as answers show it)."""
+        if self.idempotency_key is None:
+            return None
+        fields = self.model_dump(mode="json")
+        if target is not None:
+            fields["target"] = target
+        for name, default in _FOLLOW_DEFAULTS.items():
+            if fields.get(name) == default:
+                del fields[name]
+        canonical = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(canonical).hexdigest()[:32]
+
+    def callbacks(self) -> dict[str, CallbackIn]:
+        """The callbacks asked for, by kind (:class:`duetime.lifecycle.create.TaskSpec`)."""
+        if self.on_success is None and self.on_failure is None and self.on_end is None:
+            return {}
+        found = {"on_success": self.on_success, "on_failure": self.on_failure}
+        found["on_end"] = self.on_end
+        return {kind: cb for kind, cb in found.items() if cb is not None}
+
 
 class TaskBatchCreate(StrictModel):
-    """Up to 1,000 tasks created all or nothing."""
+    """Up to 1,000 tasks created all or nothing (none with ``payload_held``: a held payload is
+    sent one task at a time)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(("tasks.payload_held", "hold payloads one task at a time"))
+    )
 
     tasks: Annotated[list[TaskCreate], Field(min_length=1, max_length=MAX_BATCH)]
 
@@ -244,6 +534,8 @@ class TaskPatchIn(StrictModel):
     payload: JsonAny = None
     priority: Priority | None = None
     labels: Labels | None = None
+
+    model_config = ConfigDict(json_schema_extra=patch_schema("run_at", "priority", "labels"))
 
     @field_validator("run_at", "priority", "labels")
     @classmethod
@@ -267,11 +559,11 @@ class TenantQuotasIn(StrictModel):
     """``PATCH /v1/admin/tenants/{id}``: the quotas to change (SPEC §7). A field left out keeps
     its value; ``null`` removes the limit (``weight``: back to 1)."""
 
-    max_pending_tasks: int | None = Field(None, ge=0, le=10**12)
+    max_pending_tasks: Annotated[int, Field(ge=0, le=10**12), Whole] | None = None
     max_creates_per_second: float | None = Field(None, gt=0, le=1_000_000)
-    max_concurrency: int | None = Field(None, ge=0, le=1_000_000)
-    max_schedules: int | None = Field(None, ge=0, le=1_000_000)
-    weight: int | None = Field(None, ge=1, le=1000)
+    max_concurrency: Annotated[int, Field(ge=0, le=1_000_000), Whole] | None = None
+    max_schedules: Annotated[int, Field(ge=0, le=1_000_000), Whole] | None = None
+    weight: Annotated[int, Field(ge=1, le=1000), Whole] | None = None
 
 
 # -- response shapes (documentation only) ------------------------------------------------------
@@ -308,6 +600,25 @@ class TaskOut(BaseModel):
     next_attempt_at: datetime | None
     cancel_requested: bool
     payload_ref: str | None = None
+    flow_key: str | None = Field(
+        default=None,
+        description="The task's key under its queue's keyed rate limit, evaluated when it was "
+        'created (null: the queue had none then; "": the task has no value for the key).',
+    )
+    absorbed: int = Field(
+        default=0,
+        description="Creates a debounce folded into this task (its payload is the last's).",
+    )
+    absorbed_at: datetime | None = Field(default=None, description="When the last one came.")
+
+
+class UniqueHeldOut(BaseModel):
+    """A create's uniqueness window holds its key, and the window's task has left the hot
+    store since (retention): nothing was created (``Duetime-Unique: existing``)."""
+
+    id: str = Field(description="The task that holds the window.")
+    retired: Literal[True]
+    unique_until: datetime = Field(description="When the window ends.")
 
 
 class TaskListOut(BaseModel):
@@ -319,6 +630,17 @@ class TaskListOut(BaseModel):
 
 class TaskItemsOut(BaseModel):
     items: list[TaskOut]
+
+
+class TaskIdOut(BaseModel):
+    id: str
+    created: bool = Field(description="false: the idempotency_key named an existing task.")
+
+
+class TaskIdItemsOut(BaseModel):
+    """A batch create's answer under ``Prefer: return=minimal``: ids in input order."""
+
+    items: list[TaskIdOut]
 
 
 class AttemptOut(BaseModel):

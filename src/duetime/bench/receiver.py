@@ -10,6 +10,11 @@ lines; ``GET /_count`` the number of requests; ``GET /_stats`` a JSON object wit
 Two paths answer otherwise, for flow-control measurements (SPEC §7): ``/delay/MS`` answers after
 MS milliseconds (a handler that works), and ``/hang`` never answers (a target that hangs): its
 ``end`` is when the caller gave up and closed the connection, ``null`` while it waits.
+``/status/CODE`` answers with that status (a target that refuses: ``/status/410``), and
+``/status/CODE/MS`` so after MS milliseconds. Under
+``/body/`` a request's body is recorded too (``body``, else null) and the answer is ``200`` with
+``{"echo": "<task id>"}`` (a result its children see); ``/body/delay/MS`` answers so after MS
+milliseconds.
 
 Built on httptools over a raw asyncio protocol (uvloop when present), because a receiver slower
 than duetime would measure itself instead.
@@ -49,6 +54,7 @@ class RequestProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.headers: dict[bytes, bytes] = {}
         self.url = b""
+        self.body = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
@@ -63,6 +69,10 @@ class RequestProtocol(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self.headers = {}
         self.url = b""
+        self.body = b""
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -74,7 +84,7 @@ class RequestProtocol(asyncio.Protocol):
         raise NotImplementedError
 
 
-_FIELDS = ("task_id", "attempt", "webhook_id", "at", "scheduled_for", "end", "path")
+_FIELDS = ("task_id", "attempt", "webhook_id", "at", "scheduled_for", "end", "path", "body")
 
 
 class _Protocol(RequestProtocol):
@@ -110,7 +120,11 @@ class _Protocol(RequestProtocol):
         state.max_inflight = max(state.max_inflight, state.inflight)
         h = self.headers
         at = time.time()
-        waits = self.url.startswith((b"/hang", b"/delay/"))
+        kept = self.url.startswith(b"/body/")
+        status = self.url.startswith(b"/status/")
+        waits = self.url.startswith((b"/hang", b"/delay/", b"/body/delay/")) or (
+            status and len(self.url) > 12
+        )
         record: list[object] = [
             h.get(b"duetime-task-id", b"").decode(),
             int(h.get(b"duetime-attempt", b"0")),
@@ -119,9 +133,21 @@ class _Protocol(RequestProtocol):
             h.get(b"duetime-scheduled-for", b"").decode(),
             None if waits else at,
             self.url.decode(errors="replace"),
+            _json(self.body) if kept else None,
         ]
         state.records.append(record)
-        if waits:
+        if waits and (kept or status):
+            self.waiting.append(record)
+            millis = self.url[12:].split(b"?")[0]
+            delay = int(millis) / 1000 if millis.isdigit() else 0.0
+            asyncio.get_running_loop().call_later(delay, self._answer_later, record)
+        elif kept:
+            state.inflight -= 1
+            self._reply(b"200 OK", orjson.dumps({"echo": record[0]}))
+        elif status:
+            state.inflight -= 1
+            self._reply(self.url[8:11] + b" Status", b"")
+        elif waits:
             self.waiting.append(record)
             if self.url.startswith(b"/delay/"):
                 millis = self.url[7:].split(b"?")[0]
@@ -139,7 +165,13 @@ class _Protocol(RequestProtocol):
             return
         self.waiting = [r for r in self.waiting if r is not record]
         self.state.answered(record, time.time())
-        self._reply(b"204 No Content", None)
+        path = str(record[6])
+        if path.startswith("/body/"):
+            self._reply(b"200 OK", orjson.dumps({"echo": record[0]}))
+        elif path.startswith("/status/"):
+            self._reply(path[8:11].encode() + b" Status", b"")
+        else:
+            self._reply(b"204 No Content", None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         now = time.time()
@@ -160,6 +192,13 @@ class _Protocol(RequestProtocol):
                 + b"\r\ncontent-type: application/json\r\n\r\n"
                 + body
             )
+
+
+def _json(body: bytes) -> object:
+    try:
+        return orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return body.decode(errors="replace")
 
 
 async def open_receiver(

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import asyncpg
 import httpx
 
 from duetime.bench.harness import NodeOptions, Proc, metric_total, start_node
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.store.protocols import StoreClock
 
 ADMIN_URL = os.environ.get("DUETIME_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -56,7 +56,7 @@ def machine() -> str:
 
 def cpu_speed() -> str:
     """How fast this machine runs Python right now: the best of 3 timings of a fixed 10M-step
-    loop. Shared virtual machines drift (we saw 1.0-1.7 s on one machine within minutes), so
+    loop. Shared virtual machines drift (1.0-1.7 s on one machine within minutes), so
     every report carries this beside its figures; compare figures only at similar speeds."""
     best = float("inf")
     for _ in range(3):
@@ -115,8 +115,8 @@ def children_cpu_seconds(pid: int) -> float:
 def wait_settled(pid: int, *, window: float = 0.2, timeout: float = 15.0) -> bool:
     """Wait until the process ``pid`` and its children have used under a tenth of a core over
     ``window`` seconds; False when they had not after ``timeout``. A node answers HTTP before
-    its dispatcher processes have started: their start-up (~0.75 s of CPU on a 2-core machine,
-    twentieth session) would otherwise fall in a benchmark's first second, the whole of a
+    its dispatcher processes have started: their start-up (~0.75 s of CPU on a 2-core machine)
+    would otherwise fall in a benchmark's first second, the whole of a
     20,000-task ``create-sdk-batch`` run."""
     deadline = time.monotonic() + timeout
     used = process_cpu_seconds(pid) + children_cpu_seconds(pid)
@@ -180,7 +180,7 @@ def sql_value(url: str, sql: str) -> object:
     """Run one statement on its own connection to ``url``; its first value (or None)."""
 
     async def run() -> object:
-        conn = await asyncpg.connect(url)
+        conn = await pg_connect(url)
         try:
             return await conn.fetchval(sql)
         finally:

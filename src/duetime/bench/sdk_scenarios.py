@@ -1,4 +1,4 @@
-"""Benchmark scenarios through the Python SDK, as users create tasks (issue 15, SPEC §6): one
+"""Benchmark scenarios through the Python SDK, as users create tasks (SPEC §6): one
 caller awaiting each ``AsyncClient.create_task``, and ``create_tasks`` with 1,000 tasks per call.
 Registered in :data:`duetime.bench.scenarios.SCENARIOS` (``duetime bench run create-sdk-single``).
 
@@ -31,6 +31,7 @@ from duetime.bench.runs import (
     postgres_cpu_seconds,
     process_cpu_seconds,
 )
+from duetime.sdk.models import TaskSpecFields
 
 T = TypeVar("T")
 
@@ -83,7 +84,7 @@ def _per_call(before: tuple[float, float], after: tuple[float, float], n: int) -
     }
 
 
-def _spec() -> dict[str, Any]:
+def _spec() -> TaskSpecFields:
     later = datetime.now(UTC) + timedelta(hours=1)
     return {"target": {"type": "worker"}, "payload": {"k": "v"}, "run_at": later}
 

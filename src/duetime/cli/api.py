@@ -13,13 +13,12 @@ from duetime.cli.common import (
     EXIT_USAGE,
     ApiKeyOption,
     UrlOption,
-    api_client,
-    errors_reported,
     fail,
     json_arg,
     tenant_app,
     text_arg,
 )
+from duetime.cli.connection import connected
 from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
 
@@ -46,7 +45,7 @@ def tenant_get(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """The calling key's tenant, with its webhook signing secrets."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.get_tenant().to_json())
 
 
@@ -60,7 +59,7 @@ def tenant_rotate(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Add a new webhook signing secret; the old one expires after the overlap."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.rotate_signing_secret(overlap_seconds).to_json())
 
 
@@ -72,7 +71,7 @@ def admin_tenant_create(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Create a tenant and its first API key through a running server (shown once)."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.create_tenant(name).to_json())
 
 
@@ -84,7 +83,7 @@ def admin_key_create(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Add an API key to a tenant (shown once)."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.create_api_key(tenant_id).to_json())
 
 
@@ -96,7 +95,7 @@ def admin_key_delete(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Delete an API key: calls with it are refused at once."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         client.delete_api_key(key_id)
         emit(output, {"id": key_id, "deleted": True})
 
@@ -110,7 +109,7 @@ def workers(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """The workers that leased or heart-beat lately, per queue."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         found = client.list_workers(live_within_seconds=live_within_seconds)
         emit(output, {"items": [w.to_json() for w in found]})
 
@@ -128,7 +127,7 @@ def lease_take(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Lease due worker tasks of a queue."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         leases = client.lease_tasks(
             queue,
             worker_id=worker_id,
@@ -149,7 +148,7 @@ def lease_heartbeat(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Extend a lease (409, exit 4, when it is no longer current)."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.heartbeat(lease_id, extend_seconds).to_json())
 
 
@@ -165,7 +164,7 @@ def lease_complete(
     """End the leased attempt as succeeded."""
     value = None if result is None else json_arg(result, "--result")
     text = None if logs is None else text_arg(logs, "--logs")
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.complete_lease(lease_id, value, logs=text).to_json())
 
 
@@ -182,7 +181,7 @@ def lease_fail(
 ) -> None:
     """End the leased attempt as failed (retried unless --final)."""
     text = None if logs is None else text_arg(logs, "--logs")
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         done = client.fail_lease(
             lease_id,
             error,
@@ -202,7 +201,7 @@ def lease_release(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Hand the task back unstarted: it waits again and its attempt is not spent."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.release_lease(lease_id, delay_seconds=delay_seconds).to_json())
 
 
@@ -216,7 +215,7 @@ def admin_tenant_list(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Every tenant, oldest first, with its quotas and usage."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         found = client.list_tenants()
         emit(output, {"items": [t.to_json() for t in found]}, _TENANT_COLUMNS)
 
@@ -229,7 +228,7 @@ def admin_tenant_get(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """One tenant with its quotas and usage."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.get_tenant_admin(tenant_id).to_json())
 
 
@@ -262,7 +261,7 @@ def admin_tenant_set(
         if name not in given:
             raise fail(f"--clear {name}: not a quota (use one of {', '.join(given)})", EXIT_USAGE)
         changes[name] = None
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, client.set_tenant_quotas(tenant_id, **changes).to_json())
 
 
@@ -274,7 +273,7 @@ def admin_tenant_delete(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Delete a tenant that has no work left (refused while it has tasks or schedules)."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         client.delete_tenant(tenant_id)
         emit(output, {"id": tenant_id, "deleted": True})
 
@@ -285,7 +284,7 @@ def targets(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """The tenant's webhook origins whose circuit breaker ever opened, with their state."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         found = client.list_targets()
         columns = ("origin", "state", "failures", "open_until", "opened")
         emit(output, {"items": [c.to_json() for c in found]}, columns)

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from duetime.cli.output import to_json
 from duetime.errors import (
     Conflict,
     DuetimeError,
@@ -48,7 +47,7 @@ EXIT_CODES: tuple[tuple[type[DuetimeError] | tuple[type[DuetimeError], ...], int
     ((TransportError, StoreUnavailable), EXIT_UNREACHABLE),
     (ValidationError, EXIT_INVALID),
 )
-"""Exit status by error class, first match wins (docs/cli.md); anything else exits 1 and bad
+"""Exit status by error class, first match wins (README, "The CLI"); anything else exits 1 and bad
 usage (a wrong flag, a malformed argument) 2."""
 
 DbOption = Annotated[
@@ -61,11 +60,22 @@ DataDirOption = Annotated[
 ]
 UrlOption = Annotated[
     str,
-    typer.Option("--url", envvar="DUETIME_URL", help="The duetime server to talk to."),
+    typer.Option(
+        "--url",
+        envvar="DUETIME_URL",
+        help="The duetime server: http://host:port (a bare host:port is http).",
+    ),
+]
+ScheduleOption = Annotated[
+    str | None, typer.Option("--schedule-id", help="The schedule's id or key.")
 ]
 ApiKeyOption = Annotated[
     str | None,
-    typer.Option("--api-key", envvar="DUETIME_API_KEY", help="Tenant API key (none in dev mode)."),
+    typer.Option(
+        "--api-key",
+        envvar="DUETIME_API_KEY",
+        help="Tenant API key (none in dev mode); or a file: DUETIME_API_KEY_FILE.",
+    ),
 ]
 
 
@@ -100,8 +110,9 @@ def exit_code(exc: DuetimeError) -> int:
 
 @contextlib.contextmanager
 def errors_reported() -> Iterator[None]:
-    """Turn duetime's errors (API problems, unreachable server, bad config) into one stderr line
-    and the exit status of :func:`exit_code`, instead of a traceback."""
+    """Turn duetime's errors (a store's, bad config) into one stderr line and the exit status of
+    :func:`exit_code`, instead of a traceback. API commands use
+    :func:`duetime.cli.connection.connected`, which says more about a server's answers."""
     try:
         yield
     except DuetimeError as exc:
@@ -121,11 +132,6 @@ def server_module(name: str) -> Any:
             f"this command runs the service, which needs more packages ({exc.name} is missing): "
             f"pip install 'duetime[server]'"
         ) from None
-
-
-def print_json(data: Any) -> None:
-    """Pretty JSON on stdout."""
-    typer.echo(to_json(data))
 
 
 def settings_from(**flags: Any) -> Settings:

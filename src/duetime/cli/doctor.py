@@ -29,8 +29,10 @@ from duetime.cli.common import (
     ApiKeyOption,
     DbOption,
     UrlOption,
+    errors_reported,
     server_module,
 )
+from duetime.cli.connection import WHERE, api_key_given, check_client_environment, server_url
 from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.sdk.client import DEFAULT_URL
 
@@ -66,36 +68,45 @@ def _offset(remote: datetime) -> float:
 def api_checks(
     url: str, api_key: str | None, metrics_token: str | None, max_lag: float
 ) -> list[Check]:
-    """The checks made through the HTTP API (see the module docs)."""
+    """The checks made through the HTTP API (see the module docs). A node that cannot be
+    reached, or that answers what no duetime node would (not JSON where JSON is due), fails the
+    ``node`` check and ends the API checks."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     checks: list[Check] = []
     with httpx.Client(base_url=url, headers=headers, timeout=5.0) as http:
         try:
-            health = http.get("/healthz")
+            _node_checks(http, url, metrics_token or api_key, max_lag, checks)
         except httpx.HTTPError as exc:
-            return [Check("node", "fail", f"cannot reach {url}: {exc}")]
-        checks.append(
-            Check(
-                "node", "ok" if health.is_success else "fail", f"{url} answers {health.status_code}"
-            )
-        )
-        ready = http.get("/readyz")
-        if ready.is_success:
-            checks.append(Check("store", "ok", "reachable, migrations current"))
-        else:
-            detail = (
-                ready.json().get("detail", ready.text) if ready.content else ready.reason_phrase
-            )
-            checks.append(Check("store", "fail", f"not ready ({ready.status_code}): {detail}"))
-        date = health.headers.get("date")
-        if date:
-            offset = _offset(email.utils.parsedate_to_datetime(date))
-            checks.append(
-                Check("clock", _within(offset), f"node is {offset:+.1f} s from this machine")
-            )
-        checks.append(_leader(http, metrics_token or api_key))
-        checks.extend(_queues(http, max_lag))
+            return [Check("node", "fail", f"cannot reach {url}: {exc}; {WHERE}")]
+        except (ValueError, KeyError, TypeError, AttributeError):  # an answer of another shape
+            return [Check("node", "fail", f"{url} does not answer as duetime does; {WHERE}")]
     return checks
+
+
+def _node_checks(
+    http: httpx.Client, url: str, token: str | None, max_lag: float, checks: list[Check]
+) -> None:
+    """Append the checks of a node that answers; raises ``ValueError`` (and the like) for
+    answers that are not duetime's."""
+    health = http.get("/healthz")
+    if not health.is_success:  # a node that runs answers 200: the rest would say nothing more
+        checks.append(Check("node", "fail", f"{url} answers {health.status_code}; {WHERE}"))
+        return
+    if health.json().get("status") != "ok":  # JSON, and duetime's
+        raise ValueError("not duetime's /healthz")
+    checks.append(Check("node", "ok", f"{url} answers {health.status_code}"))
+    ready = http.get("/readyz")
+    if ready.is_success:
+        checks.append(Check("store", "ok", "reachable, migrations current"))
+    else:
+        detail = ready.json().get("detail", ready.text) if ready.content else ready.reason_phrase
+        checks.append(Check("store", "fail", f"not ready ({ready.status_code}): {detail}"))
+    date = health.headers.get("date")
+    if date:
+        offset = _offset(email.utils.parsedate_to_datetime(date))
+        checks.append(Check("clock", _within(offset), f"node is {offset:+.1f} s from this machine"))
+    checks.append(_leader(http, token))
+    checks.extend(_queues(http, max_lag))
 
 
 def _leader(http: httpx.Client, token: str | None) -> Check:
@@ -181,7 +192,10 @@ def doctor(
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Check a deployment: node, store, migrations, clocks, leader, queue lag."""
-    checks = api_checks(url, api_key, metrics_token, max_lag)
+    with errors_reported():
+        check_client_environment()
+        api_key = api_key_given(api_key)
+    checks = api_checks(server_url(url), api_key, metrics_token, max_lag)
     if db:
         checks.extend(store_checks(db))
     emit(output, {"items": [asdict(c) for c in checks]}, ("check", "status", "detail"))

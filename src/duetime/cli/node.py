@@ -1,10 +1,10 @@
-"""``duetime serve``, ``migrate`` and ``tenant create``: the commands that open the store
-(they need ``duetime[server]``, imported on use)."""
+"""``duetime serve``, ``migrate``, ``tenant create`` and ``tenant grant-sql``/``revoke-sql``: the
+commands that open the store (they need ``duetime[server]``, imported on use)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -96,3 +96,65 @@ def tenant_create(
 
     with errors_reported():
         emit(output, asyncio.run(run()))
+
+
+@tenant_app.command("grant-sql")
+def tenant_grant_sql(
+    tenant: Annotated[str, typer.Argument(help="The tenant's id.")],
+    role: Annotated[str, typer.Argument(help="An existing PostgreSQL login role.")],
+    db: DbOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Let a PostgreSQL login role create tasks for TENANT through the SQL API, and nothing else.
+
+    ROLE gets USAGE on duetime's schema and EXECUTE on its API functions (create_task_v1,
+    create_tasks_v1, cancel_task_v1, api_version): no table privilege. A role has one tenant;
+    granting another replaces it. Also records max_payload_bytes [env DUETIME_MAX_PAYLOAD_BYTES]
+    for the functions to check payloads against. Migrates the store first.
+    """
+    settings = settings_from(db=db, data_dir=data_dir)
+
+    async def run() -> None:
+        store = _sql_store(settings)
+        await store.open()
+        try:
+            await store.migrate()
+            await store.sql_grant(tenant, role, max_payload_bytes=settings.max_payload_bytes)
+        finally:
+            await store.close()
+
+    with errors_reported():
+        asyncio.run(run())
+    typer.echo(f"granted: role {role} creates tasks for tenant {tenant} through the SQL API")
+
+
+@tenant_app.command("revoke-sql")
+def tenant_revoke_sql(
+    role: Annotated[str, typer.Argument(help="A role granted the SQL API.")],
+    db: DbOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Take the SQL API away from a PostgreSQL role (its EXECUTE and USAGE grants too)."""
+    settings = settings_from(db=db, data_dir=data_dir)
+
+    async def run() -> bool:
+        store = _sql_store(settings)
+        await store.open()
+        try:
+            had: bool = await store.sql_revoke(role)
+            return had
+        finally:
+            await store.close()
+
+    with errors_reported():
+        had = asyncio.run(run())
+    if not had:
+        raise fail(f"role {role} had no SQL API grant", 3)
+    typer.echo(f"revoked: role {role} no longer uses the SQL API")
+
+
+def _sql_store(settings: Any) -> Any:
+    store = open_store_for(settings)
+    if not hasattr(store, "sql_grant"):
+        raise fail("the SQL API needs a PostgreSQL store (--db postgresql://...)", 2)
+    return store

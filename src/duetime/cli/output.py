@@ -10,7 +10,7 @@ reads back with any YAML 1.2 parser as the same values.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -20,6 +20,13 @@ import typer
 MAX_TABLE_COLUMNS = 8
 PIPED_WIDTH = 4096
 MAX_CELL_CHARS = 60
+SHORT_ID_CHARS = 13
+"""A table shows ids this long at least (``0190f000-7c3a``: an id's 48-bit millisecond), longer
+where that leaves two of its rows alike; every command taking a task id takes such a prefix."""
+
+Row = Mapping[str, Any]
+Shape = Callable[[Row], Row]
+"""How a listing's item becomes a table row (columns renamed, nested fields brought up)."""
 
 
 class OutputFormat(StrEnum):
@@ -117,9 +124,28 @@ def _rows(data: Any) -> tuple[list[dict[str, Any]], str | None] | None:
     return None
 
 
-def print_table(data: Any, columns: Sequence[str] | None = None) -> None:
-    """A rich table: a listing's items as rows (``columns``, or the first scalar fields), or a
-    single object's fields as rows."""
+def short_ids(items: Sequence[Row], key: str = "id") -> Shape:
+    """A table :data:`Shape` cutting each item's ``key`` to the shortest length, at least
+    :data:`SHORT_ID_CHARS`, that keeps the listed ids apart (and never ends on a dash)."""
+    ids = [str(item.get(key)) for item in items if item.get(key) is not None]
+    length = SHORT_ID_CHARS
+    while len({i[:length] for i in ids}) < len(set(ids)):
+        length += 1
+    if any(i[length - 1 : length] == "-" for i in ids):
+        length += 1
+
+    def shape(item: Row) -> Row:
+        value = item.get(key)
+        return item if value is None else {**item, key: str(value)[:length]}
+
+    return shape
+
+
+def print_table(
+    data: Any, columns: Sequence[str] | None = None, shape: Shape | None = None
+) -> None:
+    """A rich table: a listing's items as rows (``columns``, or the first scalar fields; each
+    item passed through ``shape`` first when given), or a single object's fields as rows."""
     from rich.console import Console
     from rich.table import Table
 
@@ -135,6 +161,8 @@ def print_table(data: Any, columns: Sequence[str] | None = None) -> None:
         console.print(table, markup=False, highlight=False)
         return
     items, next_cursor = listing
+    if shape is not None:
+        items = [dict(shape(item)) for item in items]
     if columns is None:
         seen: dict[str, None] = {}
         for item in items:
@@ -150,12 +178,18 @@ def print_table(data: Any, columns: Sequence[str] | None = None) -> None:
         typer.echo(f"next cursor: {next_cursor}", err=True)
 
 
-def emit(output: OutputFormat, data: Any, columns: Sequence[str] | None = None) -> None:
-    """Print ``data`` as ``output`` asks."""
+def emit(
+    output: OutputFormat,
+    data: Any,
+    columns: Sequence[str] | None = None,
+    table: Shape | None = None,
+) -> None:
+    """Print ``data`` as ``output`` asks; a table shows ``columns`` of each item as ``table``
+    shapes it (see :func:`print_table`)."""
     if output is OutputFormat.YAML:
         typer.echo(to_yaml(data))
     elif output is OutputFormat.TABLE:
-        print_table(data, columns)
+        print_table(data, columns, table)
     elif output is OutputFormat.JSONL:
         listing = _rows(_jsonable(data))
         for item in listing[0] if listing is not None else [_jsonable(data)]:

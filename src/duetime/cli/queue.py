@@ -14,11 +14,10 @@ from duetime.cli.common import (
     EXIT_USAGE,
     ApiKeyOption,
     UrlOption,
-    api_client,
-    errors_reported,
     fail,
 )
-from duetime.cli.output import OutputFormat, OutputOption, emit
+from duetime.cli.connection import connected
+from duetime.cli.output import OutputFormat, OutputOption, Row, emit
 from duetime.errors import NotFound
 from duetime.sdk.client import DEFAULT_URL, Client
 from duetime.sdk.queues import QueueInfo
@@ -30,16 +29,23 @@ NameArg = Annotated[str, typer.Argument(metavar="NAME", help="The queue's name."
 _COLUMNS = (
     "name",
     "paused",
-    "max_concurrency",
-    "rate_limit_per_second",
-    "burst",
-    "max_concurrency_per_key",
+    "ready",
     "running",
     "oldest_due_lag_seconds",
+    "max_concurrency",
+    "rate_limit_per_second",
     "tokens",
     "held_by",
 )
-"""``queue list -o table``: the settings, then the live figures."""
+"""``queue list -o table``: how much waits and runs, how late, and what limits or holds it
+(``queue get`` shows every setting)."""
+
+
+def _list_row(queue: Row) -> Row:
+    """A queue as a ``list`` table row: its ready tasks brought up from ``counts``."""
+    counts = queue.get("counts") or {}
+    return {**queue, "ready": counts.get("ready", 0)}
+
 
 _SETTINGS = (
     "paused",
@@ -48,8 +54,13 @@ _SETTINGS = (
     "burst",
     "max_concurrency_per_key",
     "retention",
+    "key_limit",
+    "unique",
+    "debounce",
+    "throttle",
 )
-"""What ``PUT /v1/queues/{name}`` replaces: the ``put_queue`` arguments."""
+"""What ``PUT /v1/queues/{name}`` replaces: the ``put_queue`` arguments (keyed flow rules as
+the server shows them, which it reads back unchanged)."""
 
 
 def _settings(client: Client, name: str) -> dict[str, Any]:
@@ -74,8 +85,8 @@ def queue_list(
 ) -> None:
     """Print every queue with its settings and figures (tokens: the rate limit's bucket now;
     held_by: what keeps its ready tasks waiting)."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, [_shown(q) for q in client.list_queues()], _COLUMNS)
+    with connected(url, api_key) as client:
+        emit(output, [_shown(q) for q in client.list_queues()], _COLUMNS, table=_list_row)
 
 
 @queue_app.command("get")
@@ -86,7 +97,7 @@ def queue_get(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print one queue: its settings and figures (tokens, held_by as in list)."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, _shown(client.get_queue(name)))
 
 
@@ -98,7 +109,7 @@ def queue_pause(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Stop dispatching and leasing the queue's tasks (its limits and retention are kept)."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         settings = {**_settings(client, name), "paused": True}
         emit(output, _shown(client.put_queue(name, **settings)))
 
@@ -111,7 +122,7 @@ def queue_resume(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Dispatch and lease the queue's tasks again (its limits and retention are kept)."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         settings = {**_settings(client, name), "paused": False}
         emit(output, _shown(client.put_queue(name, **settings)))
 
@@ -190,6 +201,19 @@ def queue_set(
             "--burst/--no-burst, --per-key/--no-per-key, --paused/--active",
             EXIT_USAGE,
         )
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         settings = {**_settings(client, name), **changes}
+        if "max_concurrency_per_key" in changes:
+            settings["key_limit"] = _per_key(settings["key_limit"], per_key)
         emit(output, _shown(client.put_queue(name, **settings)))
+
+
+def _per_key(key_limit: dict[str, Any] | None, most: int | None) -> dict[str, Any] | None:
+    """A queue's ``key_limit`` whose ``max_concurrency`` (the queue's
+    ``max_concurrency_per_key``) follows ``--per-key``; without a rate left, it goes."""
+    if key_limit is None or "max_concurrency" not in key_limit:
+        return key_limit
+    kept = {k: v for k, v in key_limit.items() if k != "max_concurrency"}
+    if most is not None:
+        return {**kept, "max_concurrency": most}
+    return kept if "rate" in kept else None

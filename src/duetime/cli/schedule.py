@@ -6,38 +6,41 @@
         --target-url https://example.com/report --payload '{"kind": "daily"}'
     duetime schedule upcoming ID --count 5
     duetime schedule pause ID --note "db migration"; duetime schedule resume ID
-    duetime schedule ticks ID --outcome missed
-    duetime schedule backfill ID --start 2026-01-01T00:00Z --end 2026-01-02T00:00Z --rate 5
+    duetime schedule ticks nightly-report --outcome missed   # a key works where an id does
 
-Every command prints JSON (as the ``task`` commands do) and exits 1 on a refused call.
+Every command prints JSON (or ``-o yaml|table``) and fails with one line and the exit status of
+README's table. ``schedule backfill`` lives with the other bulk commands (:mod:`.bulk`).
 """
 
 from __future__ import annotations
 
 import functools
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
+from duetime.cli import resolve
 from duetime.cli.common import (
     ApiKeyOption,
     UrlOption,
-    api_client,
-    errors_reported,
     fail,
     json_arg,
     pairs,
     when,
 )
-from duetime.cli.output import OutputFormat, OutputOption, emit
+from duetime.cli.connection import connected
+from duetime.cli.output import OutputFormat, OutputOption, Row, emit
 from duetime.sdk.client import DEFAULT_URL
+from duetime.sdk.models import ScheduleTask
 
 __all__ = ["schedule_app"]
 
 schedule_app = typer.Typer(help="Recurring schedules, through the HTTP API.", no_args_is_help=True)
 
-IdArg = Annotated[str, typer.Argument(metavar="ID")]
+IdArg = Annotated[
+    str, typer.Argument(metavar="ID", help="The schedule's id, or its key (see --key).")
+]
 
 
 class Overlap(StrEnum):
@@ -161,12 +164,12 @@ def create(
     if template is None:
         raise fail("give the task: --target-url, --worker, --target or --task", 2)
     dst = {k: v for k, v in (("nonexistent", dst_nonexistent), ("ambiguous", dst_ambiguous)) if v}
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         call = client.create_schedule
         if key is not None:
             call = functools.partial(client.ensure_schedule, key)
         made = call(
-            task=template,
+            task=cast(ScheduleTask, template),  # built from flags and JSON: the server checks it
             cron=cron,
             every=every,
             rrule=rrule,
@@ -208,8 +211,11 @@ def update(
         given["task"] = _template(task, None, False, None, {}, None)
     if not given:
         raise fail("give at least one option to change", 2)
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.update_schedule(schedule_id, **given).to_json())
+    with connected(url, api_key) as client:
+        emit(
+            output,
+            client.update_schedule(resolve.schedule_id(client, schedule_id), **given).to_json(),
+        )
 
 
 @schedule_app.command("get")
@@ -220,8 +226,8 @@ def get(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print one schedule."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.get_schedule(schedule_id).to_json())
+    with connected(url, api_key) as client:
+        emit(output, client.get_schedule(resolve.schedule_id(client, schedule_id)).to_json())
 
 
 @schedule_app.command("list")
@@ -236,11 +242,24 @@ def list_(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """List schedules, newest first: one page ({"items", "next_cursor"})."""
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         page = client.list_schedules(
             paused=paused, queue=queue, name=name, limit=limit, cursor=cursor
         )
-        emit(output, {"items": [s.to_json() for s in page.items], "next_cursor": page.next_cursor})
+    items = [s.to_json() for s in page.items]
+    emit(output, {"items": items, "next_cursor": page.next_cursor}, _LIST_COLUMNS, table=_list_row)
+
+
+_LIST_COLUMNS = ("id", "key", "name", "schedule", "timezone", "next_run_at", "paused")
+"""``schedule list -o table``: what tells schedules apart, and when each fires next. Ids are
+shown whole: a schedule is named by its id or its key, not by a part of its id."""
+
+
+def _list_row(item: Row) -> Row:
+    """A schedule as a ``list`` table row: its task's name, its expression under one column."""
+    task = item.get("task") or {}
+    expression = next((item[k] for k in ("cron", "every", "rrule") if item.get(k)), None)
+    return {**item, "name": task.get("name"), "schedule": expression}
 
 
 @schedule_app.command("delete")
@@ -251,8 +270,8 @@ def delete(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Delete a schedule; its pending occurrences are cancelled."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.delete_schedule(schedule_id).to_json())
+    with connected(url, api_key) as client:
+        emit(output, client.delete_schedule(resolve.schedule_id(client, schedule_id)).to_json())
 
 
 @schedule_app.command("pause")
@@ -264,8 +283,11 @@ def pause(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Stop making occurrences."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.pause_schedule(schedule_id, note=note).to_json())
+    with connected(url, api_key) as client:
+        emit(
+            output,
+            client.pause_schedule(resolve.schedule_id(client, schedule_id), note=note).to_json(),
+        )
 
 
 @schedule_app.command("resume")
@@ -279,8 +301,13 @@ def resume(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Make occurrences again from now on."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.resume_schedule(schedule_id, catchup=catchup).to_json())
+    with connected(url, api_key) as client:
+        emit(
+            output,
+            client.resume_schedule(
+                resolve.schedule_id(client, schedule_id), catchup=catchup
+            ).to_json(),
+        )
 
 
 @schedule_app.command("trigger")
@@ -291,8 +318,8 @@ def trigger(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Run one occurrence now and print its task."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.trigger_schedule(schedule_id).to_json())
+    with connected(url, api_key) as client:
+        emit(output, client.trigger_schedule(resolve.schedule_id(client, schedule_id)).to_json())
 
 
 @schedule_app.command("upcoming")
@@ -305,8 +332,10 @@ def upcoming(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print the next fire times in the schedule's zone, with DST notes."""
-    with errors_reported(), api_client(url, api_key) as client:
-        items = client.list_upcoming(schedule_id, after=when(after, "--after"), count=count)
+    with connected(url, api_key) as client:
+        items = client.list_upcoming(
+            resolve.schedule_id(client, schedule_id), after=when(after, "--after"), count=count
+        )
         emit(output, {"items": [i.to_json() for i in items]})
 
 
@@ -321,8 +350,13 @@ def ticks(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print the tick ledger, newest instant first: one page."""
-    with errors_reported(), api_client(url, api_key) as client:
-        page = client.list_ticks(schedule_id, outcome=outcome or None, limit=limit, cursor=cursor)
+    with connected(url, api_key) as client:
+        page = client.list_ticks(
+            resolve.schedule_id(client, schedule_id),
+            outcome=outcome or None,
+            limit=limit,
+            cursor=cursor,
+        )
         emit(output, {"items": [t.to_json() for t in page.items], "next_cursor": page.next_cursor})
 
 
@@ -336,27 +370,8 @@ def revisions(
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print every change to the schedule, newest first: one page."""
-    with errors_reported(), api_client(url, api_key) as client:
-        page = client.list_revisions(schedule_id, limit=limit, cursor=cursor)
-        emit(output, {"items": [r.to_json() for r in page.items], "next_cursor": page.next_cursor})
-
-
-@schedule_app.command("backfill")
-def backfill(
-    schedule_id: IdArg,
-    start: Annotated[str, typer.Option(help="RFC 3339, inclusive.")],
-    end: Annotated[str, typer.Option(help="RFC 3339, inclusive; not in the future.")],
-    max_runs: Annotated[int | None, typer.Option(help="Default 1000.")] = None,
-    rate: Annotated[float | None, typer.Option(help="Tasks released per second.")] = None,
-    url: UrlOption = DEFAULT_URL,
-    api_key: ApiKeyOption = None,
-    output: OutputOption = OutputFormat.JSON,
-) -> None:
-    """Make the occurrences of a past range, throttled."""
-    begin, finish = when(start, "--start"), when(end, "--end")
-    assert begin is not None and finish is not None
-    with errors_reported(), api_client(url, api_key) as client:
-        made = client.backfill_schedule(
-            schedule_id, start=begin, end=finish, max_runs=max_runs, rate_per_second=rate
+    with connected(url, api_key) as client:
+        page = client.list_revisions(
+            resolve.schedule_id(client, schedule_id), limit=limit, cursor=cursor
         )
-        emit(output, made.to_json())
+        emit(output, {"items": [r.to_json() for r in page.items], "next_cursor": page.next_cursor})

@@ -7,22 +7,28 @@ from typing import Annotated, Any
 
 import typer
 
+from duetime.cli import resolve
 from duetime.cli.common import (
     ApiKeyOption,
+    ScheduleOption,
     UrlOption,
-    api_client,
-    errors_reported,
     fail,
     json_arg,
     pairs,
     task_app,
     when,
 )
-from duetime.cli.output import OutputFormat, OutputOption, emit
+from duetime.cli.connection import connected
+from duetime.cli.output import OutputFormat, OutputOption, emit, short_ids
 from duetime.sdk.client import DEFAULT_URL
+from duetime.target_types import BROKER_TYPES, TargetType
 from duetime.types import TaskStatus
 
-IdArg = Annotated[str, typer.Argument(metavar="ID")]
+IdArg = Annotated[
+    str,
+    typer.Argument(metavar="ID", help="The task's id, or a unique start of it (4+ hex digits)."),
+]
+_BROKERS = ", ".join(t for t in TargetType if t in BROKER_TYPES)
 
 
 @task_app.command("create")
@@ -34,11 +40,15 @@ def task_create(
         bool, typer.Option("--worker", help="No push: a worker leases it from its queue.")
     ] = False,
     target: Annotated[
-        str | None, typer.Option("--target", help="Any target as JSON (amqp, nats, redis).")
+        str | None, typer.Option("--target", help=f"Any target as JSON ({_BROKERS}).")
     ] = None,
     method: Annotated[str, typer.Option(help="HTTP method of a webhook.")] = "POST",
     header: Annotated[
         list[str] | None, typer.Option("--header", help="'Name: value' for the webhook; repeat.")
+    ] = None,
+    credential: Annotated[
+        str | None,
+        typer.Option(help="The webhook authenticates with this named credential (credential put)."),
     ] = None,
     payload: Annotated[
         str | None, typer.Option(help="JSON payload, @file.json, or - for stdin.")
@@ -54,7 +64,8 @@ def task_create(
     max_attempts: Annotated[int | None, typer.Option()] = None,
     timeout: Annotated[float | None, typer.Option(help="One attempt's limit, seconds.")] = None,
     depends_on: Annotated[
-        list[str] | None, typer.Option("--depends-on", help="Parent task id; repeat.")
+        list[str] | None,
+        typer.Option("--depends-on", help="Parent task id or a unique start of it; repeat."),
     ] = None,
     concurrency_key: Annotated[str | None, typer.Option()] = None,
     label: Annotated[list[str] | None, typer.Option(help="KEY=VALUE; repeat.")] = None,
@@ -67,9 +78,14 @@ def task_create(
 
     if sum((target_url is not None, worker, target is not None)) != 1:
         raise fail("give exactly one of --target-url, --worker or --target", 2)
+    if credential is not None and target_url is None:
+        raise fail("--credential goes with --target-url (a webhook)", 2)
     if target_url is not None:
         target_json: Mapping[str, Any] = http_target(
-            target_url, method=method.upper(), headers=pairs(header, ":", "--header")
+            target_url,
+            method=method.upper(),
+            headers=pairs(header, ":", "--header"),
+            credential=credential,
         )
     elif worker:
         target_json = worker_target()
@@ -92,32 +108,35 @@ def task_create(
     fields = {k: v for k, v in fields.items() if v is not None}
     if payload is not None:
         fields["payload"] = json_arg(payload, "--payload")
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
+        if depends_on:
+            fields["depends_on"] = [resolve.task_id(client, parent) for parent in depends_on]
         emit(output, client.create_task(**fields).to_json())
 
 
 @task_app.command("get")
 def task_get(
-    task_id: Annotated[str, typer.Argument(metavar="ID")],
+    task_id: IdArg,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print one task."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.get_task(task_id).to_json())
+    with connected(url, api_key) as client:
+        emit(output, client.get_task(resolve.task_id(client, task_id)).to_json())
 
 
 @task_app.command("attempts")
 def task_attempts(
-    task_id: Annotated[str, typer.Argument(metavar="ID")],
+    task_id: IdArg,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Print every attempt of a task."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, {"items": [a.to_json() for a in client.list_attempts(task_id)]})
+    with connected(url, api_key) as client:
+        attempts = client.list_attempts(resolve.task_id(client, task_id))
+        emit(output, {"items": [a.to_json() for a in attempts]})
 
 
 @task_app.command("list")
@@ -127,10 +146,13 @@ def task_list(
     ] = None,
     queue: Annotated[str | None, typer.Option()] = None,
     name: Annotated[str | None, typer.Option()] = None,
-    schedule_id: Annotated[str | None, typer.Option()] = None,
+    schedule_id: ScheduleOption = None,
     label: Annotated[list[str] | None, typer.Option(help="KEY=VALUE, all must match.")] = None,
     run_after: Annotated[str | None, typer.Option(help="run_at at or after (RFC 3339).")] = None,
     run_before: Annotated[str | None, typer.Option(help="run_at before (RFC 3339).")] = None,
+    id_prefix: Annotated[
+        str | None, typer.Option(help="Ids starting with this (4+ hex digits).")
+    ] = None,
     limit: Annotated[int | None, typer.Option(help="Page size (≤ 1000).")] = None,
     cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
     all_pages: Annotated[
@@ -145,14 +167,16 @@ def task_list(
         "status": status or None,
         "queue": queue,
         "name": name,
-        "schedule_id": schedule_id,
         "labels": pairs(label, "=", "--label") or None,
         "run_after": when(run_after, "--run-after"),
         "run_before": when(run_before, "--run-before"),
+        "id_prefix": id_prefix,
     }
     if all_pages and cursor is not None:
         raise fail("--all starts at the first page; drop --cursor", 2)
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
+        if schedule_id is not None:
+            filters["schedule_id"] = resolve.schedule_id(client, schedule_id)
         if all_pages:
             items = [t.to_json() for t in client.iter_tasks(page_size=limit, **filters)]
             next_cursor = None
@@ -165,32 +189,33 @@ def task_list(
 def _print_tasks(
     items: list[dict[str, Any]], next_cursor: str | None, output: OutputFormat
 ) -> None:
-    columns = ("id", "status", "name", "queue", "run_at", "attempts")
-    emit(output, {"items": items, "next_cursor": next_cursor}, columns)
+    columns = ("id", "name", "queue", "status", "run_at", "attempts")
+    shown = {"items": items, "next_cursor": next_cursor}
+    emit(output, shown, columns, table=short_ids(items))
 
 
 @task_app.command("cancel")
 def task_cancel(
-    task_id: Annotated[str, typer.Argument(metavar="ID")],
+    task_id: IdArg,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Cancel a task that has not finished and print it."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.cancel_task(task_id).to_json())
+    with connected(url, api_key) as client:
+        emit(output, client.cancel_task(resolve.task_id(client, task_id)).to_json())
 
 
 @task_app.command("retry")
 def task_retry(
-    task_id: Annotated[str, typer.Argument(metavar="ID")],
+    task_id: IdArg,
     url: UrlOption = DEFAULT_URL,
     api_key: ApiKeyOption = None,
     output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Replay a failed or cancelled task as a new attempt series and print it."""
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.retry_task(task_id).to_json())
+    with connected(url, api_key) as client:
+        emit(output, client.retry_task(resolve.task_id(client, task_id)).to_json())
 
 
 @task_app.command("update")
@@ -217,8 +242,8 @@ def task_update(
         fields["payload"] = json_arg(payload, "--payload")
     if not fields:
         raise fail("give at least one of --run-at, --payload, --priority, --label", 2)
-    with errors_reported(), api_client(url, api_key) as client:
-        emit(output, client.update_task(task_id, **fields).to_json())
+    with connected(url, api_key) as client:
+        emit(output, client.update_task(resolve.task_id(client, task_id), **fields).to_json())
 
 
 @task_app.command("batch")
@@ -240,5 +265,5 @@ def task_batch(
         data = data["tasks"]
     if not isinstance(data, list):
         raise fail("TASKS must be a JSON list of task bodies", 2)
-    with errors_reported(), api_client(url, api_key) as client:
+    with connected(url, api_key) as client:
         emit(output, {"items": [t.to_json() for t in client.create_tasks(data)]})

@@ -20,7 +20,9 @@ from typing import Annotated
 
 import typer
 
-from duetime.cli.common import ApiKeyOption, errors_reported, fail, print_json
+from duetime.cli.common import ApiKeyOption, errors_reported, fail
+from duetime.cli.connection import api_key_given, check_client_environment, server_url
+from duetime.cli.output import OutputFormat, OutputOption, emit
 from duetime.errors import ConfigError
 from duetime.loglevels import check_log_level
 from duetime.observe.logs import configure_logging
@@ -58,7 +60,11 @@ def worker(
     app: Annotated[str, typer.Argument(metavar="APP:OBJECT", help="e.g. myapp.tasks:worker")],
     url: Annotated[
         str | None,
-        typer.Option("--url", envvar="DUETIME_URL", help="The duetime server (overrides code)."),
+        typer.Option(
+            "--url",
+            envvar="DUETIME_URL",
+            help="The duetime server, http://host:port (overrides code).",
+        ),
     ] = None,
     api_key: ApiKeyOption = None,
     concurrency: Annotated[
@@ -72,11 +78,17 @@ def worker(
         bool, typer.Option("--until-empty", help="Drain the queues, then exit.")
     ] = False,
     log_level: Annotated[str, typer.Option(envvar="DUETIME_LOG_LEVEL")] = "info",
+    output: OutputOption = OutputFormat.JSON,
 ) -> None:
     """Run an SDK worker: lease tasks, run their handlers, until SIGTERM or Ctrl-C.
 
-    Prints the worker's counts as JSON when it stops.
+    Prints the worker's counts when it stops (JSON unless -o says otherwise).
     """
+    with errors_reported():
+        check_client_environment()
+        api_key = api_key_given(api_key)
+    if url is not None:
+        url = server_url(url)
     try:
         level = check_log_level(log_level)
         configure_logging(level, os.environ.get("DUETIME_LOG_FORMAT") or "text")
@@ -94,7 +106,7 @@ def worker(
         raise fail(str(exc), 2) from None
     with errors_reported():
         stats = found.run_sync(until_empty=until_empty, loop_factory=_loop_factory())
-    print_json({"worker_id": found.worker_id, **dataclasses.asdict(stats)})
+    emit(output, {"worker_id": found.worker_id, **dataclasses.asdict(stats)})
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:

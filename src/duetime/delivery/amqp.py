@@ -37,23 +37,35 @@ from duetime.delivery.brokers import (
     BrokerError,
     Message,
     Refused,
+    any_text,
     check_broker_url,
     send_error,
+    small_count,
 )
 from duetime.errors import ValidationError
+from duetime.target_types import TargetType
 
 __all__ = ["AmqpDeliverer", "check_amqp_target"]
 
-SCHEMES = ("amqp", "amqps")
+SCHEMES = TargetType.AMQP.spec.schemes
 CHANNELS_PER_CONNECTION = 4
 _MAX_NAME = 255
 _CONNECT_TIMEOUT = 10.0
 
 
+URL_PARAMS = {"heartbeat": small_count, "name": any_text}
+"""The query parameters an ``amqp`` URL may carry (docs/api.md "Broker delivery"): the heartbeat
+interval in seconds and the connection's name. aiormq reads others too (``cafile``,
+``keyfile``, ``certfile``: files on the node), which duetime refuses."""
+
+
 def check_amqp_target(target: Mapping[str, Any], *, allow_private: bool) -> None:
     """Refuse, at create time, an ``amqp`` target that can never be delivered (the URL guard of
-    webhooks, an exchange or routing key, string header values). Raises ``ValidationError``."""
-    check_broker_url(target.get("url"), schemes=SCHEMES, allow_private=allow_private)
+    webhooks, a query parameter not in :data:`URL_PARAMS`, an exchange or routing key, string
+    header values). Raises ``ValidationError``."""
+    check_broker_url(
+        target.get("url"), schemes=SCHEMES, allow_private=allow_private, params=URL_PARAMS
+    )
     _parse(target, field_errors=True)
 
 

@@ -12,17 +12,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from duetime.types import AttemptOutcome, Task
+from duetime.delivery.parents import envelope
+from duetime.types import AttemptOutcome, Credential, ParentsOf, Task
 
 RESULT_LIMIT_BYTES = 4096
 """How much of a receiver's answer is kept as the task's ``result`` (SPEC §4)."""
+
+
+class CredentialSource(Protocol):
+    """Where a deliverer finds a tenant's named credentials (:mod:`.credentials`)."""
+
+    async def get(self, tenant_id: str, name: str) -> Credential | None:
+        """The tenant's credential ``name`` as stored (sealed), or None when it has none.
+        Raises ``StoreUnavailable`` when the store cannot be asked."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One attempt to push ``task`` to its target.
 
-    ``task.payload_json`` is the exact body to send. ``attempt`` is the 1-based attempt number
+    :meth:`body` is the exact body to send. ``attempt`` is the 1-based attempt number
     (:attr:`duetime.types.Lease.attempt`). ``secrets`` are the tenant's live ``whsec_`` signing
     secrets; a webhook carries one signature per secret (several during a rotation overlap).
     """
@@ -32,6 +42,22 @@ class Delivery:
     secrets: Sequence[str] = ()
     traceparent: str | None = None
     """The trace context to hand on (the delivery span's; None: the task's own)."""
+    credentials: CredentialSource | None = None
+    """Where a target's ``auth.credential`` is found (None: nowhere; such a delivery fails)."""
+    parents: ParentsOf | None = None
+    """The task's parents, read for a task with ``depends_on`` (:mod:`duetime.delivery.
+    parents`): sent with the payload when the task asked for ``parents_in_body``."""
+
+    @property
+    def enveloped(self) -> bool:
+        """Whether the body is the parents' envelope rather than the payload itself."""
+        return self.parents is not None and self.parents.parents_in_body
+
+    def body(self) -> bytes:
+        """The exact bytes to send: the payload, or the envelope with the parents."""
+        if self.parents is not None and self.parents.parents_in_body:
+            return envelope(self.task.payload_json, self.parents)
+        return self.task.payload_json.encode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,13 @@ outcome means:
   (:mod:`duetime.delivery.netguard`) passed the address it resolved to, exactly as for webhooks,
   and the connection is made to that checked address (so a name re-pointed to a private address
   later is caught at the next connect, not followed);
-* the password of a broker URL never appears in an outcome's error, and the API shows it as
-  ``***`` (:mod:`duetime.delivery.redact`).
+* a broker URL's credentials (its password or token, a Redis ``?password=``) are stored sealed
+  and opened right before the connection is made (:mod:`duetime.delivery.sealing`); they never
+  appear in an outcome's error, and the API shows them as ``***`` and a fingerprint
+  (:mod:`duetime.delivery.redact`);
+* a broker URL's query takes only the parameters its type documents
+  (:func:`check_broker_url`'s ``params``): anything else is refused at create time, so no
+  parameter reaches a client library that would read local files or change how it connects.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from duetime.delivery.netguard import (
     literal_address,
 )
 from duetime.delivery.redact import scrub
-from duetime.delivery.sealing import PREFIX, Sealer, SealError
+from duetime.delivery.sealing import SealError, TargetSealer
 from duetime.errors import ConfigError, ValidationError
 from duetime.types import AttemptOutcome
 
@@ -51,8 +56,10 @@ __all__ = [
     "BrokerError",
     "Message",
     "Refused",
+    "any_text",
     "check_broker_url",
     "send_error",
+    "small_count",
 ]
 
 _ERROR_LIMIT = 300
@@ -68,19 +75,52 @@ class BrokerError(Exception):
     """The broker did not take this message (refused, returned, not confirmed): retryable."""
 
 
+def any_text(value: str) -> bool:
+    """A query value check: any text."""
+    return True
+
+
+def small_count(value: str) -> bool:
+    """A query value check: a whole number from 0 to 999,999,999."""
+    return value.isascii() and value.isdigit() and len(value) <= 9
+
+
 def check_broker_url(
-    url: object, *, schemes: tuple[str, ...], allow_private: bool, field: str = "target.url"
+    url: object,
+    *,
+    schemes: tuple[str, ...],
+    allow_private: bool,
+    params: Mapping[str, Callable[[str], bool]],
+    field: str = "target.url",
 ) -> URL:
     """Refuse, at create time, a broker URL the deliverer could never use; the parsed URL.
 
     The same rules as a webhook URL (:func:`duetime.delivery.netguard.check_url`): the scheme is
     one of ``schemes``, a host is named, and unless ``allow_private`` a literal non-public address
-    or a ``localhost`` name is refused. Raises :class:`~duetime.errors.ValidationError`.
+    or a ``localhost`` name is refused. Its query may hold only the names in ``params``, each
+    once, with a value its check accepts. Raises :class:`~duetime.errors.ValidationError`
+    naming the field and the parameter.
     """
     if not isinstance(url, str):
         raise ValidationError("url is required and must be a string", field)
     check_url(url, allow_private=allow_private, field=field, schemes=schemes)
-    return URL(url)
+    parsed = URL(url)
+    allowed = ", ".join(sorted(params)) or "none"
+    seen: set[str] = set()
+    for name, value in parsed.query.items():
+        check = params.get(name)
+        if check is None:
+            raise ValidationError(
+                f"query parameter {name!r} is not one duetime passes on for this broker "
+                f"(it takes: {allowed})",
+                field,
+            )
+        if name in seen:
+            raise ValidationError(f"query parameter {name!r} is given twice", field)
+        seen.add(name)
+        if not check(value):
+            raise ValidationError(f"query parameter {name!r} has a value it cannot take", field)
+    return parsed
 
 
 @dataclass(slots=True)
@@ -259,12 +299,11 @@ class BrokerDeliverer(Generic[C]):
         max_batch: int = 500,
         parallel: int | None = None,
         max_links: int = 256,
-        sealer: Callable[[], Sealer] | None = None,
+        sealer: TargetSealer | None = None,
     ) -> None:
         self.allow_private = allow_private
-        self._make_sealer = sealer
-        self._sealer: Sealer | None = None
-        self._opened: dict[str, str] = {}
+        self._sealer = sealer
+        self._opened: dict[tuple[str, str], str] = {}
         self.max_batch = max_batch
         self.parallel = parallel or self.default_parallel
         self.max_links = max_links
@@ -324,25 +363,25 @@ class BrokerDeliverer(Generic[C]):
             return host
         return str(answers[0]["host"])
 
-    def open_url(self, url: str) -> str:
-        """``url`` with its sealed secret opened (:mod:`duetime.delivery.sealing`); each sealed
-        URL is opened once, then found in memory (a burst to one broker opens it once)."""
-        if PREFIX not in url or self._make_sealer is None:
+    def open_url(self, url: str, tenant_id: str) -> str:
+        """``url`` with its sealed credentials opened (:mod:`duetime.delivery.sealing`); each
+        sealed URL is opened once, then found in memory (a burst to one broker opens it once)."""
+        if "dtenc" not in url or self._sealer is None:
             return url
-        opened = self._opened.get(url)
+        key = (tenant_id, url)
+        opened = self._opened.get(key)
         if opened is None:
-            if self._sealer is None:
-                self._sealer = self._make_sealer()
-            opened = self._sealer.open_url(url)
+            opened = self._sealer.open_url(url, tenant_id)
             if len(self._opened) >= _MAX_OPENED:
                 self._opened.clear()
-            self._opened[url] = opened
+            self._opened[key] = opened
         return opened
 
     async def deliver(self, delivery: Delivery) -> Outcome:
         """Publish the task's payload once and wait for the broker's confirm. Never raises."""
         try:
-            url = self.open_url(str(delivery.task.target.get("url", "")))
+            task = delivery.task
+            url = self.open_url(str(task.target.get("url", "")), task.tenant_id)
         except (SealError, ConfigError, ValueError) as exc:  # another node's key: try again there
             return Outcome(AttemptOutcome.FAILED, retryable=True, error=f"{self.kind}: {exc}")
         try:
@@ -368,7 +407,7 @@ class BrokerDeliverer(Generic[C]):
             raise BrokerError("deliverer is closed")
         task = delivery.task
         parsed = self.parse_target(task.target)
-        body = task.payload_json.encode()
+        body = delivery.body()
         headers = message_headers(delivery, body, int(self._clock.now().timestamp()))
         key = (task.tenant_id, url)
         link = self._links.pop(key, None)

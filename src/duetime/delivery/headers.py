@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from duetime.delivery.base import Delivery
+from duetime.delivery.parents import BODY_PARENTS, HEADER_BODY
 from duetime.delivery.signing import HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, sign
 
 __all__ = [
@@ -73,8 +74,9 @@ def message_headers(delivery: Delivery, body: bytes, timestamp: int) -> dict[str
     ``webhook-id`` (``msg_<task id>``), ``webhook-timestamp``, ``webhook-signature`` (one per
     live secret; absent when the tenant has none), ``duetime-task-id``, ``duetime-attempt``,
     ``idempotency-key`` (the task's key, or its id), for schedule-made tasks
-    ``duetime-scheduled-for``, ``duetime-payload-ref`` for a task that carries one, and the
-    task's W3C ``traceparent`` when it has one. Raises
+    ``duetime-scheduled-for``, ``duetime-payload-ref`` for a task that carries one, the
+    task's W3C ``traceparent`` when it has one, and ``duetime-body: parents`` when the body
+    carries the task's parents (:mod:`duetime.delivery.parents`). Raises
     :class:`SigningError` when a secret cannot sign.
     """
     task = delivery.task
@@ -98,4 +100,6 @@ def message_headers(delivery: Delivery, body: bytes, timestamp: int) -> dict[str
     traceparent = delivery.traceparent or task.traceparent
     if traceparent is not None:  # W3C Trace Context: the receiver joins the task's trace
         headers["traceparent"] = traceparent
+    if delivery.enveloped:  # the body is {"payload", "parents"}, not the payload itself
+        headers[HEADER_BODY] = BODY_PARENTS
     return headers

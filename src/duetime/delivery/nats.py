@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,19 +41,27 @@ from duetime.delivery.brokers import (
     send_error,
 )
 from duetime.errors import ValidationError
+from duetime.target_types import TargetType
 
 __all__ = ["NatsDeliverer", "check_nats_target"]
 
-SCHEMES = ("nats", "tls")
+SCHEMES = TargetType.NATS.spec.schemes
 HEADER_MSG_ID = "Nats-Msg-Id"
 _CONNECT_TIMEOUT = 10
 _RETRY_WAIT = 0.1
 
 
+URL_PARAMS: dict[str, Callable[[str], bool]] = {}
+"""The query parameters a ``nats`` URL may carry: none (credentials go in its user info)."""
+
+
 def check_nats_target(target: Mapping[str, Any], *, allow_private: bool) -> None:
     """Refuse, at create time, a ``nats`` target that can never be delivered (the URL guard of
-    webhooks, a literal subject, a boolean ``jetstream``). Raises ``ValidationError``."""
-    check_broker_url(target.get("url"), schemes=SCHEMES, allow_private=allow_private)
+    webhooks, any query parameter, a literal subject, a boolean ``jetstream``). Raises
+    ``ValidationError``."""
+    check_broker_url(
+        target.get("url"), schemes=SCHEMES, allow_private=allow_private, params=URL_PARAMS
+    )
     _parse(target, field_errors=True)
 
 

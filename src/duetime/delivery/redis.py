@@ -34,21 +34,40 @@ from duetime.delivery.brokers import (
     BrokerError,
     Message,
     Refused,
+    any_text,
     check_broker_url,
+    small_count,
 )
 from duetime.errors import ValidationError
+from duetime.target_types import TargetType
 
 __all__ = ["RedisDeliverer", "check_redis_target"]
 
-SCHEMES = ("redis", "rediss")
+SCHEMES = TargetType.REDIS.spec.schemes
 MAX_STREAM_BYTES = 1024
 _CONNECT_TIMEOUT = 10.0
 
 
+URL_PARAMS = {
+    "db": small_count,
+    "username": any_text,
+    "password": any_text,
+    "protocol": lambda value: value in ("2", "3"),
+    "client_name": any_text,
+}
+"""The query parameters a ``redis`` URL may carry (docs/api.md "Broker delivery"); a
+``password`` is sealed like the URL's own. redis-py reads others too (``ssl_keyfile``,
+``ssl_ca_certs``: files on the node; timeouts and pool sizes duetime sets itself), which
+duetime refuses."""
+
+
 def check_redis_target(target: Mapping[str, Any], *, allow_private: bool) -> None:
     """Refuse, at create time, a ``redis`` target that can never be delivered (the URL guard of
-    webhooks, a stream name, a positive integer ``maxlen``). Raises ``ValidationError``."""
-    check_broker_url(target.get("url"), schemes=SCHEMES, allow_private=allow_private)
+    webhooks, a query parameter not in :data:`URL_PARAMS`, a stream name, a positive integer
+    ``maxlen``). Raises ``ValidationError``."""
+    check_broker_url(
+        target.get("url"), schemes=SCHEMES, allow_private=allow_private, params=URL_PARAMS
+    )
     _parse(target, field_errors=True)
 
 

@@ -1,10 +1,11 @@
 """Which deliverer handles which target type, and the create-time check of each type.
 
-One :class:`Kind` per push target type. A kind whose client library (its ``duetime[extra]``) is
-not installed is not served: :func:`build_deliverers` leaves it out (so the dispatcher never
+One :class:`Kind` per pushed target type (:data:`duetime.target_types.PUSH_TYPES`); the facts
+about a type (its extra, whether its URL carries a secret) are its
+:class:`~duetime.target_types.TargetSpec`. A kind whose client library (its ``duetime[extra]``)
+is not installed is not served: :func:`build_deliverers` leaves it out (so the dispatcher never
 claims such tasks) and :func:`target_validator` refuses a task naming it with a 422 that says
-which extra to install. To add a target type, add a deliverer module and one entry to
-:data:`KINDS`.
+which extra to install. To add a target type, see CONTRIBUTING.md "Adding a delivery target".
 """
 
 from __future__ import annotations
@@ -19,29 +20,32 @@ from typing import Any
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
 from duetime.delivery.netguard import Resolver
-from duetime.delivery.redact import BROKER_TYPES
-from duetime.delivery.sealing import Sealer, sealer_for
+from duetime.delivery.outbound import OutboundIdentity
+from duetime.delivery.sealing import sealer_for
 from duetime.errors import ValidationError
-from duetime.types import TargetType
+from duetime.target_types import PULL_TYPES, TargetType
 
 __all__ = ["KINDS", "Kind", "build_deliverers", "served_types", "target_validator"]
 
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """A push target type: its deliverer class and checker (``module:name``), and the extra
-    (and the import it provides) the deliverer needs."""
+    """A pushed target type's deliverer class and create-time checker (``module:name``)."""
 
     type: TargetType
     deliverer: str
     checker: str
-    extra: str | None = None
-    requires: str | None = None
+
+    @property
+    def extra(self) -> str | None:
+        """The ``duetime[extra]`` the deliverer needs (None: the server's own)."""
+        return self.type.spec.extra
 
     @property
     def installed(self) -> bool:
         """Whether the client library this kind needs can be imported here."""
-        return self.requires is None or _importable(self.requires)
+        requires = self.type.spec.requires
+        return requires is None or _importable(requires)
 
     def load(self, ref: str) -> Any:
         module, _, name = ref.partition(":")
@@ -58,22 +62,16 @@ KINDS: tuple[Kind, ...] = (
         TargetType.AMQP,
         "duetime.delivery.amqp:AmqpDeliverer",
         "duetime.delivery.amqp:check_amqp_target",
-        extra="amqp",
-        requires="aiormq",
     ),
     Kind(
         TargetType.NATS,
         "duetime.delivery.nats:NatsDeliverer",
         "duetime.delivery.nats:check_nats_target",
-        extra="nats",
-        requires="nats",
     ),
     Kind(
         TargetType.REDIS,
         "duetime.delivery.redis:RedisDeliverer",
         "duetime.delivery.redis:check_redis_target",
-        extra="redis",
-        requires="redis",
     ),
 )
 
@@ -89,10 +87,17 @@ def served_types(kinds: Sequence[Kind] = KINDS) -> frozenset[TargetType]:
 
 
 def build_deliverers(
-    settings: Settings, *, resolver: Resolver | None = None
+    settings: Settings,
+    *,
+    resolver: Resolver | None = None,
+    identity: OutboundIdentity | None = None,
 ) -> dict[TargetType, Deliverer]:
-    """One deliverer per served push target type, configured from ``settings``."""
+    """One deliverer per served push target type, configured from ``settings``; they share one
+    :class:`~duetime.delivery.sealing.TargetSealer` over the node's key ring (made on first use:
+    a node whose targets carry no credential needs no key); webhooks present ``identity``
+    (target ``auth``, held payloads' URLs)."""
     out: dict[TargetType, Deliverer] = {}
+    sealer = sealer_for(settings)
     for kind in KINDS:
         if not kind.installed:
             continue
@@ -100,41 +105,33 @@ def build_deliverers(
         options: dict[str, Any] = {
             "allow_private": settings.private_targets_allowed,
             "resolver": resolver,
+            "sealer": sealer,  # opens sealed credentials right before sending
         }
         if kind.type is TargetType.HTTP:
             options["max_connections"] = settings.dispatch_concurrency
             options["max_per_origin"] = settings.max_connections_per_origin
-        else:  # a broker: it opens sealed credentials with the node's key, on first need
-            options["sealer"] = functools.partial(sealer_for, settings)
+            options["identity"] = identity
         out[kind.type] = cls(**options)
     return out
-
-
-_MAX_SEALED = 4096
-"""Broker URLs whose sealed form a node keeps, so the same URL is stored the same way."""
 
 
 def target_validator(
     settings: Settings, kinds: Sequence[Kind] = KINDS
 ) -> Callable[[Mapping[str, Any]], Mapping[str, Any] | None]:
-    """Checks a target at create time, so a task that can never be delivered is a 422; returns
-    the target to store when it differs: a broker URL with its secret sealed
-    (:mod:`duetime.delivery.sealing`)."""
+    """Checks a target at create time, so a task that can never be delivered is a 422 (its
+    type's checker: the network guard, a broker URL's query parameters...). Sealing its
+    credentials is the API's, for every target (:mod:`duetime.delivery.sealing`)."""
     allow_private = settings.private_targets_allowed
     by_name = {kind.type.value: kind for kind in kinds}
     checkers: dict[str, Callable[..., None]] = {}
-    sealers: list[Sealer] = []  # made on first use: only a credential needs the key
-    # A URL sealed once is stored the same way after (a Fernet token is random each time):
-    # the deliverers then open each distinct URL once, not once per task.
-    sealed_urls: dict[str, str] = {}
 
     def validate(target: Mapping[str, Any]) -> Mapping[str, Any] | None:
         kind_name = target.get("type")
-        if kind_name == TargetType.WORKER:
+        if isinstance(kind_name, str) and kind_name in PULL_TYPES:
             return None
         kind = by_name.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None:
-            served = ", ".join(sorted({TargetType.WORKER, *served_types(kinds)}))
+            served = ", ".join(sorted({*PULL_TYPES, *served_types(kinds)}))
             raise ValidationError(
                 f"unknown target type {kind_name!r}; use one of: {served}", "target.type"
             )
@@ -148,18 +145,12 @@ def target_validator(
         if check is None:
             check = checkers[kind.type] = kind.load(kind.checker)
         check(target, allow_private=allow_private)
-        url = target.get("url")
-        if kind_name in BROKER_TYPES and isinstance(url, str):
-            sealed = sealed_urls.get(url)
-            if sealed is None:
-                if not sealers:
-                    sealers.append(sealer_for(settings))
-                sealed = sealers[0].seal_url(url)
-                if len(sealed_urls) >= _MAX_SEALED:
-                    sealed_urls.clear()
-                sealed_urls[url] = sealed
-            if sealed != url:
-                return {**target, "url": sealed}
+        auth = target.get("auth")
+        if isinstance(auth, Mapping) and "oidc" in auth and not settings.issuer:
+            raise ValidationError(
+                "an OIDC token needs an issuer: start the server with DUETIME_PUBLIC_URL set",
+                "target.auth.oidc",
+            )
         return None
 
     return validate

@@ -16,12 +16,13 @@ from duetime.config import Settings
 from duetime.delivery.base import Deliverer, Delivery, Outcome
 from duetime.delivery.circuit import Circuit, Circuits, origin_of
 from duetime.engine.completer import Completer
+from duetime.engine.credential_cache import CredentialCache
 from duetime.engine.secret_cache import SecretCache
 from duetime.engine.service import Service
+from duetime.lifecycle.finish import ended
+from duetime.lifecycle.release import release
 from duetime.observe import tracing
 from duetime.observe.endings import attempts_ended, tracing_attributes
-from duetime.retry import next_retry_delay
-from duetime.store.isolation import reason
 from duetime.store.protocols import DispatchStore
 from duetime.types import (
     AttemptOutcome,
@@ -99,6 +100,7 @@ class Dispatcher(Service):
         self._poll = poll_interval
         self._grace = lease_grace
         self._secrets = SecretCache(store, clock)
+        self._credentials = CredentialCache(store, clock)
         self._completer = Completer(store, batch=500, on_results=self._recorded)
         self._ending: dict[str, Lease] = {}
         """Leases whose completion waits in the completer (lease id → lease), for observing."""
@@ -332,7 +334,7 @@ class Dispatcher(Service):
         while self._holds:
             batch, self._holds = self._holds, []
             try:
-                await self._store.task_release([b[0] for b in batch], [b[1] for b in batch])
+                await release(self._store, [b[0] for b in batch], [b[1] for b in batch])
             except Exception as exc:  # their leases expire and the reaper retries them
                 log.warning("could not hand back %d held task(s): %s", len(batch), exc)
 
@@ -376,12 +378,17 @@ class Dispatcher(Service):
         try:
             secrets = await self._secrets.get(task.tenant_id)
             deliverer = self._deliverers[task.target_type]
+            parents = None
+            if task.depends_on:  # its body may carry their outcomes (parents_in_body)
+                found = await self._store.task_parents_of(task.tenant_id, [task])
+                parents = found.get(task.id)
+            delivery = Delivery(
+                task, lease.attempt, secrets, credentials=self._credentials, parents=parents
+            )
             if tracing.ENABLED:
-                outcome = await self._deliver_traced(
-                    deliverer, Delivery(task, lease.attempt, secrets)
-                )
+                outcome = await self._deliver_traced(deliverer, delivery)
             else:
-                outcome = await deliverer.deliver(Delivery(task, lease.attempt, secrets))
+                outcome = await deliverer.deliver(delivery)
         except asyncio.CancelledError:
             if task.id not in self._cancelled:
                 raise  # the node is stopping: the lease expires and the task is retried
@@ -398,29 +405,18 @@ class Dispatcher(Service):
             circuits.record(task.tenant_id, origin, healthy=healthy)
         metrics.child(metrics.DELIVERY_SECONDS, task.target["type"]).observe(elapsed)
         metrics.child(metrics.ATTEMPTS, task.queue, outcome.outcome.value).inc()
-        retry_delay = None
-        error = outcome.error
-        if outcome.outcome != AttemptOutcome.SUCCEEDED:
-            try:
-                retry_delay = next_retry_delay(
-                    task,
-                    retryable=outcome.retryable,
-                    retry_after_seconds=outcome.retry_after_seconds,
-                )
-            except Exception as exc:  # a stored policy must not lose the attempt: no retry
-                error = f"{error}; {reason('could not compute the retry', exc)}"
         self._ending[lease.lease_id] = lease
         self._completer.add(
-            Completion(
-                task_id=task.id,
-                lease_id=lease.lease_id,
-                outcome=outcome.outcome,
+            ended(
+                lease,
+                outcome.outcome,
                 started_at=started or lease.lease_expires_at,
                 duration_ms=elapsed * 1000,
+                retryable=outcome.retryable,
+                retry_after_seconds=outcome.retry_after_seconds,
+                error=outcome.error,
                 result_json=outcome.result_json,
-                error=error,
                 http_status=outcome.http_status,
-                retry_delay_seconds=retry_delay,
                 worker=self._node_id,
                 response=outcome.response,
             )

@@ -7,6 +7,8 @@
                       ├──▶ Materializer  schedule occurrences ──▶ tasks   (leader only)
                       ├──▶ CounterKeeper  task-count deltas ──▶ totals    (leader only)
                       ├──▶ HistoryMover  pending audit records ──▶ history (leader only)
+                      ├──▶ IdentityUpkeep  held payloads, signing keys   (leader only)
+                      ├──▶ FlowSweeper  spent flow ledger rows, full buckets ──▶ gone (leader only)
                       └──▶ History    finished tasks past retention ──▶ gone (leader only)
     Dispatcher  ready push tasks ──▶ Deliverers ──▶ Completer ──▶ store (every node)
 """
@@ -20,8 +22,10 @@ from collections.abc import Callable, Mapping
 from duetime.clock import Clock, SystemClock
 from duetime.config import Settings
 from duetime.delivery.base import Deliverer
+from duetime.delivery.outbound import OutboundIdentity
 from duetime.engine.counters import CounterKeeper, CounterKeeperConfig
 from duetime.engine.dispatcher import Dispatcher
+from duetime.engine.flow import FlowSweeper
 from duetime.engine.history import (
     HistoryConfig,
     HistoryMaintenance,
@@ -29,6 +33,7 @@ from duetime.engine.history import (
     HistoryMoverConfig,
     open_archive,
 )
+from duetime.engine.identity_upkeep import IdentityUpkeep
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
 from duetime.engine.notifier import Notifier
@@ -90,7 +95,7 @@ class Engine:
             self.clock,
             HistoryConfig.from_settings(settings),
             # Several PostgreSQL nodes must share the archive: no node-local default there.
-            open_archive(settings.archive_location)
+            open_archive(settings.archive_location, configured=bool(settings.archive_url))
             if settings.archive_url or settings.is_sqlite
             else None,
             busy=self.busy,
@@ -110,12 +115,22 @@ class Engine:
             self.clock,
             CounterKeeperConfig(interval=settings.poll_interval_seconds),
         )
-        # Notifications: harm seen on this node goes to the tenants that asked (notify/).
+        # Keyed flow control's ledger and buckets, swept; unkeyed tasks of keyed queues keyed.
+        self.flow = FlowSweeper(store, self.leader, self.clock)
+        # Notifications: the store's harm events go to the tenants that asked (notify/); the
+        # leader sends them, whichever node recorded them.
         self.notifier = Notifier(
             store,
+            self.leader,
             self.clock,
             window=settings.notify_window_seconds,
             interval=min(1.0, settings.poll_interval_seconds),
+        )
+        self.identity = IdentityUpkeep(
+            store,
+            self.leader,
+            self.clock,
+            OutboundIdentity.from_settings(store, settings, self.clock).keys,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.busy_elsewhere: list[Callable[[], bool]] = []
@@ -138,12 +153,13 @@ class Engine:
             self.history_mover,
             self.dispatcher,
             self.counters,
+            self.flow,
             self.notifier,
+            self.identity,
         )
 
     async def start(self) -> None:
         await self.dispatcher.start()
-        self.notifier.listen()
         for service in self.services:
             self._tasks.append(asyncio.create_task(service.run(), name=f"duetime-{service.name}"))
         log.info("engine started on node %s", self.settings.node_id)
@@ -153,7 +169,6 @@ class Engine:
         for service in self.services:
             service.stop()
         await self.dispatcher.drain(grace)
-        await self.notifier.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

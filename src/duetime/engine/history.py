@@ -11,8 +11,8 @@
 Every batch of steps 1 and 3 first waits while the hot path is busy (``busy``: the node's
 dispatchers delivering in earnest, or its API creating, leasing or acking at more than a trickle,
 see :meth:`duetime.engine.engine.Engine.busy`), up to ``yield_max`` seconds: the round takes
-the machine's idle time, not the burst's (docs/benchmarks.md, "The archive round yields to the
-hot path").
+the machine's idle time, not the burst's (docs/history.md, "The round yields to the hot
+path").
 
 Idempotent if a node dies anywhere: a month without a manifest is written again (files are moved
 into place whole, so a half-written file is never read); a sealed month whose removal was cut
@@ -88,12 +88,18 @@ class HistoryConfig:
         )
 
 
-def open_archive(location: str) -> Archive | None:
-    """The archive at ``location``, or None when the ``history`` extra is not installed."""
+def open_archive(location: str, *, configured: bool = True) -> Archive | None:
+    """The archive at ``location``, or None when the ``history`` extra is not installed. That
+    is a warning when the cold tier was ``configured`` (``DUETIME_ARCHIVE_URL`` set) and only a
+    debug line for SQLite's default location, which nobody asked for."""
     try:
         from duetime.history.archive import Archive
     except ImportError:
-        log.warning("history: pyarrow is not installed; months stay in the hot store")
+        log.log(
+            logging.WARNING if configured else logging.DEBUG,
+            "history: pyarrow is not installed (pip install 'duetime[history]'); months stay "
+            "in the hot store",
+        )
         return None
     return Archive(location)
 

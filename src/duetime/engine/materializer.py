@@ -3,7 +3,8 @@
 Each round reads the store's clock once, asks the store for the schedules with an occurrence to
 handle (:meth:`~duetime.store.protocols.Store.schedule_due`: work grows with the occurrences due,
 not with the schedules stored), plans each one with :func:`~duetime.schedule.plan.plan_advance`
-(pure: occurrences, overlap, catch-up, DST, jitter, the tick ledger) and applies a batch of plans
+(pure: occurrences, overlap, catch-up, DST, jitter, the tick ledger; in the node's evaluation
+pool, :mod:`duetime.schedule.evaluation`, off the event loop) and applies a batch of plans
 in one transaction (:meth:`~duetime.store.protocols.Store.schedule_advance`), which moves each
 schedule's cursor together with its tasks and ticks. Nothing lives only in memory: a node that
 dies mid-round leaves either the whole batch or none of it, and the next leader starts from the
@@ -29,7 +30,8 @@ from duetime import metrics
 from duetime.clock import Clock
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
-from duetime.schedule.plan import PlanLimits, plan_advance
+from duetime.schedule.evaluation import EvaluationPool, PlanFailure, node_pool, plan_batch
+from duetime.schedule.plan import PlanLimits
 from duetime.store.isolation import bisect, reason
 from duetime.store.protocols import MaterializerStore
 from duetime.types import ScheduleAdvance, ScheduleDue, TickOutcome
@@ -80,11 +82,13 @@ class Materializer(Service):
         leader: Leader,
         clock: Clock,
         config: MaterializerConfig | None = None,
+        evaluations: EvaluationPool | None = None,
     ) -> None:
         super().__init__(clock)
         self._store = store
         self._leader = leader
         self.config = config or MaterializerConfig()
+        self._evaluations = evaluations or node_pool()
         self._broken: dict[str, tuple[int, float]] = {}
         """Schedules left alone: id → (version, monotonic time to try again)."""
         self._tenant_of: dict[str, str] = {}
@@ -101,15 +105,20 @@ class Materializer(Service):
             due = await self._store.schedule_due(now, horizon, cfg.batch)
             if not due:
                 break
-            plans = []
             self._tenant_of = {item.schedule.id: item.schedule.tenant_id for item in due}
-            for item in due:
-                if self._held(item):
-                    continue
-                try:
-                    plans.append(plan_advance(item, now, cfg.limits))
-                except Exception as exc:  # one broken schedule must not stop the others
-                    self._hold(item.schedule.id, item.schedule.version, "plan", exc)
+            wanted = [item for item in due if not self._held(item)]
+            # Planning searches fire times: CPU that must not stall the node's event loop.
+            planned = (
+                await self._evaluations.run(None, plan_batch, wanted, now, cfg.limits)
+                if wanted
+                else []
+            )
+            plans: list[ScheduleAdvance] = []
+            for item, plan in zip(wanted, planned, strict=True):
+                if isinstance(plan, PlanFailure):  # one broken schedule must not stop the others
+                    self._hold(item.schedule.id, item.schedule.version, "plan", plan)
+                else:
+                    plans.append(plan)
             if not plans:
                 break  # only held schedules are due: reading on would find them again
             total += await self._apply(plans)

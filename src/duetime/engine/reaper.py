@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 
 from duetime import metrics
 from duetime.clock import Clock
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
+from duetime.lifecycle import finish
 from duetime.observe.endings import attempts_ended
-from duetime.retry import next_retry_delay
-from duetime.store.isolation import complete_isolated, reason
+from duetime.store.isolation import complete_isolated
 from duetime.store.protocols import ReaperStore
-from duetime.types import AttemptOutcome, Completion, Lease
+from duetime.types import AttemptOutcome, Completion
 
 log = logging.getLogger("duetime.engine")
 
@@ -26,9 +25,10 @@ _MAX_HELD = 10_000
 class Reaper(Service):
     """Each round finds up to ``batch`` expired leases and completes them, fenced by the very lease
     that expired: if the holder completes first, the reaper's completion is refused, and vice
-    versa. The task is retried with backoff, or fails when attempts are exhausted. A lease whose
-    ending cannot be worked out or recorded is isolated (see :mod:`duetime.store.isolation`): it
-    never stops the round for the other leases."""
+    versa. The task is retried with backoff, or fails when attempts are exhausted
+    (:func:`duetime.lifecycle.finish.expired`). A lease whose ending cannot be recorded is
+    isolated (see :mod:`duetime.store.isolation`): it never stops the round for the other
+    leases."""
 
     name = "reaper"
 
@@ -52,7 +52,7 @@ class Reaper(Service):
         if not expired:
             return 0
         now = await self._store.now()
-        completions = [_ending(lease, now) for lease in expired]
+        completions = [finish.expired(lease, now) for lease in expired]
         results = await complete_isolated(self._store, completions, on_skipped=self._hold)
         reaped = sum(1 for r in results if r.accepted)
         metrics.LEASE_EXPIRATIONS.inc(reaped)
@@ -79,28 +79,3 @@ class Reaper(Service):
     async def wait(self, did: int) -> None:
         if did < self._batch:
             await self._pause(self._interval)
-
-
-def _ending(lease: Lease, now: datetime) -> Completion:
-    """The ``lease_expired`` completion of an expired lease. A task whose retry cannot be worked
-    out (whatever its stored policy holds) fails with the reason instead of stopping the round
-    for every tenant."""
-    task = lease.task
-    started = task.started_at or now
-    error = f"lease expired at {lease.lease_expires_at.isoformat()}"
-    try:
-        delay = next_retry_delay(task, retryable=True)
-    except Exception as exc:
-        delay = None
-        error = f"{error}; {reason('could not compute the retry', exc)}"
-        log.error("task %s: %s", task.id, error)
-    return Completion(
-        task_id=task.id,
-        lease_id=lease.lease_id,
-        outcome=AttemptOutcome.LEASE_EXPIRED,
-        started_at=started,
-        duration_ms=max(0.0, (now - started).total_seconds() * 1000),
-        error=error,
-        retry_delay_seconds=delay,
-        worker=task.worker_id,
-    )

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from duetime.history.events import HistoryEvent, HistoryFilter
 from duetime.history.partitions import month_label, month_of, months_between
+from duetime.secrets.sealed import redact
 from duetime.types import Attempt, AttemptOutcome
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -107,11 +108,23 @@ def _filesystem(location: str) -> tuple[pafs.FileSystem, str]:
 
 
 def _json_text(value: Any) -> str | None:
-    """Compact JSON text (the stores hand JSON over as text in their own spelling)."""
+    """Compact JSON text (the stores hand JSON over as text in their own spelling), a sealed
+    credential in it shown as ``***`` and its fingerprint: an export holds nothing to open (a
+    revision records credentials so already; older ones may hold a sealed broker URL)."""
     if value is None:
         return None
     parsed = orjson.loads(value) if isinstance(value, str | bytes) else value
-    return orjson.dumps(parsed).decode()
+    return orjson.dumps(redact(parsed)).decode()
+
+
+def _task_column(name: str, value: Any) -> Any:
+    """A retired task's column as archived: its document's sealed credentials shown as ``***``
+    and a fingerprint (the archive outlives every key; nothing in it is to be opened)."""
+    if name == "id":
+        return str(value)
+    if name == "document" and isinstance(value, str) and "dtenc" in value:
+        return orjson.dumps(redact(orjson.loads(value))).decode()
+    return value
 
 
 class Archive:
@@ -219,10 +232,7 @@ class Archive:
         for (tenant, month), members in groups.items():
             folder = self.file_path(tenant, month).rpartition("/")[0]
             table = pa.Table.from_pylist(
-                [
-                    {c: (str(r[c]) if c == "id" else r[c]) for c in TASK_SCHEMA.names}
-                    for r in members
-                ],
+                [{c: _task_column(c, r[c]) for c in TASK_SCHEMA.names} for r in members],
                 schema=TASK_SCHEMA,
             )
             path = f"{folder}/tasks-{uuid.uuid4().hex}.parquet"

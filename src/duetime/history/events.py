@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from duetime.errors import ValidationError
+from duetime.errors import BadCursor, ValidationError
 
 KINDS = ("task", "attempt", "schedule")
 OUTCOMES = ("succeeded", "failed", "timed_out", "lease_expired")
@@ -81,16 +82,24 @@ def encode_history_cursor(event: HistoryEvent) -> str:
 
 def decode_history_cursor(cursor: str) -> tuple[datetime, int]:
     """``(at, id)`` of a cursor :func:`encode_history_cursor` made; ``ValidationError`` (field
-    ``cursor``) for anything else."""
+    ``cursor``) for anything else. Both numbers must be ASCII digits within a 64-bit integer (a
+    tampered one must not reach the store, which would refuse it in its own words)."""
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         tag, micros, event_id = text.split(".")
-        if tag != "h1":
-            raise ValueError(tag)
+        if tag != "h1" or not (_WHOLE.fullmatch(micros) and _WHOLE.fullmatch(event_id)):
+            raise ValueError(text)
+        number = int(event_id)
+        if number > _INT64_MAX:
+            raise ValueError(event_id)
         at = datetime.fromtimestamp(int(micros) / 1_000_000, UTC)
-        return at, int(event_id)
+        return at, number
     except (ValueError, UnicodeDecodeError, binascii.Error, OverflowError, OSError):
-        raise ValidationError("cursor is not one this server issued", field="cursor") from None
+        raise BadCursor("cursor is not one this server issued") from None
+
+
+_WHOLE = re.compile(r"[0-9]{1,19}")
+_INT64_MAX = 2**63 - 1
 
 
 def check_history_filter(query: HistoryFilter) -> HistoryFilter:

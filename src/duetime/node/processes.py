@@ -202,7 +202,6 @@ async def _run_child(
     settings: Settings, index: int, parent_pid: int, conn: Connection, busy: MutableSequence[float]
 ) -> None:
     from duetime.engine.dispatcher import Dispatcher
-    from duetime.engine.notifier import Notifier
     from duetime.node.wiring import GRACE_SECONDS, build_deliverers, open_node_store
 
     events = metrics.forward()
@@ -220,15 +219,12 @@ async def _run_child(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with open_node_store(settings, migrate=False) as store:
-        deliverers = build_deliverers(settings)
+        deliverers = build_deliverers(settings, store)
         dispatcher = Dispatcher.from_settings(
             store, deliverers, SystemClock(), settings, node_id=f"{settings.node_id}/{index}"
         )
         dispatcher.on_busy = functools.partial(busy.__setitem__, index)
         await dispatcher.start()
-        notifier = Notifier(store, SystemClock(), window=settings.notify_window_seconds)
-        notifier.listen()
-        notifying = asyncio.create_task(notifier.run(), name=f"duetime-notifier-{index}")
         running = asyncio.create_task(dispatcher.run(), name=f"duetime-dispatcher-{index}")
         log.info("dispatcher process %d (pid %d) running", index, os.getpid())
         try:
@@ -241,9 +237,7 @@ async def _run_child(
                 flush()
         finally:
             await dispatcher.drain(GRACE_SECONDS)
-            notifier.stop()
-            await notifier.close()
-            for job in (running, notifying):
+            for job in (running,):
                 job.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await job

@@ -7,15 +7,17 @@ import contextlib
 import errno
 import gc
 import logging
+import resource
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import uvicorn
 
 from duetime.config import Settings
 from duetime.errors import ConfigError
+from duetime.node.connections import ConnectionLimits, guarded_protocol
 from duetime.node.wiring import (
     GRACE_SECONDS,
     build_deliverers,
@@ -27,6 +29,7 @@ from duetime.observe.logs import log_settings
 from duetime.store import store_from_url
 
 if TYPE_CHECKING:
+    from duetime.schedule.evaluation import EvaluationPool
     from duetime.store.sqlite.lockfile import NodeLock
 
 log = logging.getLogger("duetime.server")
@@ -84,6 +87,60 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def connection_limits(settings: Settings) -> ConnectionLimits:
+    """What one connection may cost the node (:mod:`duetime.node.connections`)."""
+    return ConnectionLimits(
+        header_timeout=settings.header_timeout_seconds,
+        body_timeout=settings.body_timeout_seconds,
+        max_connections=settings.max_connections,
+    )
+
+
+_OTHER_FILES = 256
+"""Files a node holds open besides its clients' connections (store, deliveries, logs)."""
+
+
+def check_open_files(max_connections: int) -> None:
+    """Make room for ``max_connections`` connections and the node's other files: raise the soft
+    open-file limit up to the hard one when it is lower, and warn when even the hard limit is
+    too low (past it, accepting fails for everyone instead of the cap refusing one)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max_connections + _OTHER_FILES
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if raised > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft < wanted:
+        log.warning(
+            "the open-file limit (%d, ulimit -Hn) is below DUETIME_MAX_CONNECTIONS (%d) + %d: "
+            "raise the limit or lower DUETIME_MAX_CONNECTIONS",
+            soft,
+            max_connections,
+            _OTHER_FILES,
+        )
+
+
+def client_url(host: str, port: int) -> str:
+    """The URL a client on this machine reaches a node bound to ``host:port`` at (what the
+    start-up line tells clients to set as ``DUETIME_URL``): a wildcard bind is reached on
+    loopback, an IPv6 address in brackets."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@contextlib.asynccontextmanager
+async def _closing(evaluations: EvaluationPool) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        evaluations.close()
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its signal capture: the node handles SIGTERM/SIGINT itself, so it can stop
     the engine gracefully after the server has closed."""
@@ -105,21 +162,29 @@ async def run_node(
     ``own_process``: the process is the node's alone (``duetime serve``), so what it has loaded
     once listening is frozen out of the garbage collector's full scans."""
     from duetime.api.app import create_app
-    from duetime.api.leasing import end_long_polls
     from duetime.engine.engine import Engine
     from duetime.node.processes import DispatchProcesses, for_process
+    from duetime.schedule.evaluation import configure_node_pool
 
     log_settings(settings, log)
+    check_open_files(settings.max_connections)
     if settings.dev_mode:
         log.warning("dev mode: no DUETIME_ADMIN_TOKEN, auth is off (loopback only)")
-    async with open_node_store(settings) as store:
-        app = create_app(settings, store, validate_target=build_target_validator(settings))
+    evaluations = configure_node_pool(settings.evaluation_processes, settings.evaluation_per_tenant)
+    async with open_node_store(settings) as store, _closing(evaluations):
+        await evaluations.warm()  # the API's and the materializer's (schedule/evaluation.py)
+        app = create_app(
+            settings,
+            store,
+            validate_target=build_target_validator(settings),
+            evaluations=evaluations,
+        )
         engine: Engine | None = None
         processes: DispatchProcesses | None = None
         if settings.engine:
             # The node process's dispatcher takes its share; DispatchProcesses run the others.
             mine = for_process(settings, 0)
-            engine = Engine(store, mine, build_deliverers(mine))
+            engine = Engine(store, mine, build_deliverers(mine, store))
             engine.busy_elsewhere.append(app.state.services.pulse.busy)
             await engine.start()
             processes = DispatchProcesses(settings)
@@ -129,7 +194,16 @@ async def run_node(
             app,
             host=settings.host,
             port=settings.port,
+            # Slow heads and bodies, oversized heads and connections past the cap are refused
+            # (node/connections.py); idle kept-alive connections close after keep_alive_seconds.
+            http=guarded_protocol(connection_limits(settings)),
+            timeout_keep_alive=settings.keep_alive_seconds,
+            # Long polls and bulk walks are stopped at shutdown (shut_down below); anything
+            # else still running after the grace period is cancelled rather than waited for.
+            timeout_graceful_shutdown=int(GRACE_SECONDS),
             log_level=settings.log_level.lower(),
+            # Its lines go through duetime's handler (observe/logs.py), JSON when asked.
+            log_config=None,
             access_log=False,
             lifespan="off",
         )
@@ -138,7 +212,8 @@ async def run_node(
 
         def shut_down() -> None:
             server.should_exit = True
-            end_long_polls(app.state)  # answer waiting lease polls now, not after wait_seconds
+            app.state.services.leases.close()  # answer waiting lease polls now
+            app.state.services.walks.close()  # stop bulk walks: they answer 503 now
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, shut_down)
@@ -150,17 +225,20 @@ async def run_node(
                 with contextlib.suppress(SystemExit):
                     await serving
                 raise ConfigError(f"could not listen on {settings.host}:{settings.port}")
+            port = settings.port if sock is None else sock.getsockname()[1]
+            url = client_url(settings.host, port)
             log.info(
-                "duetime listening on http://%s:%d (store %s)",
+                "duetime listening on http://%s:%d (store %s); clients: DUETIME_URL=%s",
                 settings.host,
-                settings.port if sock is None else sock.getsockname()[1],
+                port,
                 settings.db_url.split("@")[-1],
+                url,
+                extra={"event": "listening", "client_url": url},
             )
             if own_process:
                 # A batch create allocates tens of thousands of objects, enough for a full
                 # collection every call or two, and each one walked every module, model and
-                # route loaded at start: ~10 us of node CPU per created task
-                # (docs/benchmarks.md, ninth session).
+                # route loaded at start: ~10 us of node CPU per created task.
                 gc.freeze()
             if ready is not None:
                 ready.set()

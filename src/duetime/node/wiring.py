@@ -51,11 +51,13 @@ async def open_node_store(settings: Settings, *, migrate: bool = True) -> AsyncI
         await store.close()
 
 
-def build_deliverers(settings: Settings) -> dict[TargetType, Deliverer]:
-    """The push deliverers this node runs, by target type (see :mod:`duetime.delivery.registry`)."""
+def build_deliverers(settings: Settings, store: Store) -> dict[TargetType, Deliverer]:
+    """The push deliverers this node runs, by target type (see :mod:`duetime.delivery.registry`),
+    webhooks presenting the node's outbound identity (its keys and certificates in ``store``)."""
+    from duetime.delivery.outbound import OutboundIdentity
     from duetime.delivery.registry import build_deliverers as build
 
-    return build(settings)
+    return build(settings, identity=OutboundIdentity.from_settings(store, settings))
 
 
 def build_target_validator(

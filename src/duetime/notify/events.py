@@ -12,7 +12,9 @@ One body shape for one event and for a digest, so a receiver has a single thing 
 ``count`` is how many harm events the body stands for; ``items`` are the first
 :data:`MAX_ITEMS` of them (``items_omitted`` the rest); ``digest`` is true when ``count > 1``.
 ``schedule.tick_missed`` items are ``{"schedule_id", "missed"}``; ``target.circuit_opened`` items
-are ``{"origin", "failures", "cooldown_seconds", "open_until"}``.
+are ``{"origin", "failures", "cooldown_seconds", "open_until"}``; ``tenant.quota_reached`` items
+are ``{"limit", "detail"}``. ``id`` is stable: every delivery of one notification carries it (it
+is the first event's id), and each event is in exactly one notification.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-TASK_DEAD_LETTERED = "task.dead_lettered"
-SCHEDULE_TICK_MISSED = "schedule.tick_missed"
-CIRCUIT_OPENED = "target.circuit_opened"
-EVENT_TYPES = (TASK_DEAD_LETTERED, SCHEDULE_TICK_MISSED, CIRCUIT_OPENED)
+from duetime.store.core import outbox
+
+TASK_DEAD_LETTERED = outbox.DEAD_LETTERED
+SCHEDULE_TICK_MISSED = outbox.TICK_MISSED
+CIRCUIT_OPENED = outbox.CIRCUIT_OPENED
+QUOTA_REACHED = outbox.QUOTA_REACHED
+EVENT_TYPES = outbox.EVENT_TYPES
 """Event types a tenant may ask for."""
 
-QUEUE = "duetime.notifications"
+QUEUE = outbox.NOTIFICATION_QUEUE
 """The queue notification tasks are made on (visible in ``GET /v1/queues``); its own dead
 letters never notify, so a broken notification target cannot feed itself."""
 

@@ -10,10 +10,11 @@ Failure classes (``duetime_attempt_failures_total{failure_class}``), from the at
 ``lease_expired``  the holder never answered before its lease ran out
 ``5xx``/``4xx``    the receiver answered with that status (3xx counts as ``4xx``:
                    redirects are not followed, the task fails)
-``connect``        an ``http`` target failed without a status: refused, unresolvable,
-                   reset, or a forbidden address
-``broker_nack``    a broker target (``amqp``, ``nats``, ``redis``) refused or failed
-``worker_error``   a pull worker reported the failure
+``connect``        an ``http`` target (a pushed type that is not a broker) failed
+                   without a status: refused, unresolvable, reset, or a forbidden address
+``broker_nack``    a broker target (``amqp``, ``nats``, ``redis``: ``BROKER_TYPES`` of
+                   :mod:`duetime.target_types`) refused or failed
+``worker_error``   a pull worker (a pulled type: ``worker``) reported the failure
 =================  =================================================================
 """
 
@@ -25,19 +26,18 @@ from typing import Any
 
 from duetime import metrics
 from duetime.observe import tracing
+from duetime.target_types import BROKER_TYPES, PULL_TYPES
 from duetime.types import (
     AttemptOutcome,
     Completion,
     CompletionResult,
     Lease,
-    TargetType,
+    LeasedEnd,
     Task,
     TaskStatus,
 )
 
 log = logging.getLogger("duetime.attempts")
-
-_BROKERS = frozenset({TargetType.AMQP, TargetType.NATS, TargetType.REDIS})
 
 HarmListener = Callable[[Lease, Completion], None]
 """Told of each dead-lettered task (in the process that recorded it); must not block."""
@@ -68,9 +68,9 @@ def failure_class(target_type: str, completion: Completion) -> str | None:
     status = completion.http_status
     if status is not None:
         return "5xx" if status >= 500 else "4xx"
-    if target_type == TargetType.WORKER:
+    if target_type in PULL_TYPES:
         return "worker_error"
-    if target_type in _BROKERS:
+    if target_type in BROKER_TYPES:
         return "broker_nack"
     return "connect"
 
@@ -152,6 +152,23 @@ def tracing_attributes(task: Task, attempt: int) -> dict[str, Any]:
         "duetime.attempt": attempt,
         "duetime.target_type": str(task.target.get("type")),
     }
+
+
+def trace_succeeded(tenant_id: str, end: LeasedEnd) -> None:
+    """The ``duetime.task.complete`` span of a succeeded attempt a store ended by its lease id
+    alone (the lease API's acks): the same span :func:`attempts_ended` records."""
+    attributes: dict[str, Any] = {
+        "duetime.task_id": end.task_id,
+        "duetime.tenant": tenant_id,
+        "duetime.queue": end.queue,
+        "duetime.attempt": end.attempt,
+        "duetime.target_type": end.target_type,
+        "duetime.outcome": AttemptOutcome.SUCCEEDED.value,
+        "duetime.status": TaskStatus.SUCCEEDED.value,
+    }
+    tracing.record(
+        "duetime.task.complete", end.traceparent, end.started_at, None, attributes, error=None
+    )
 
 
 def _trace_ending(

@@ -26,6 +26,7 @@ from duetime.sdk.errors import (
     error_from_response,
 )
 from duetime.sdk.http import SAFE_METHODS, Backend, Failure, HttpxBackend, Params, Reply
+from duetime.variables import client_api_key
 from duetime.version import __version__
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -61,8 +62,10 @@ def network_backend(base_url: str, headers: Mapping[str, str], timeout: float) -
 class _Api:
     """The HTTP core every group of calls is built on.
 
-    ``base_url`` and ``api_key`` default to ``DUETIME_URL`` and ``DUETIME_API_KEY`` (as the CLI
-    reads them), then to :data:`DEFAULT_URL` and no key.
+    ``base_url`` and ``api_key`` default to ``DUETIME_URL`` and ``DUETIME_API_KEY`` (or the file
+    ``DUETIME_API_KEY_FILE`` names, as the CLI reads them), then to :data:`DEFAULT_URL` and no
+    key; both key variables together, or an unreadable or empty file, raise
+    :class:`~duetime.errors.ConfigError`.
 
     Transient failures are tried again, up to ``retries`` times with exponential backoff and
     jitter (``Retry-After`` honoured, at most 30 s): a 503 or 429 (the server changed nothing) and a
@@ -82,7 +85,7 @@ class _Api:
     ) -> None:
         base_url = base_url or os.environ.get("DUETIME_URL") or DEFAULT_URL
         if api_key is None:
-            api_key = os.environ.get("DUETIME_API_KEY") or None
+            api_key = client_api_key()
         headers = {"user-agent": f"duetime-python/{__version__}", "accept": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"

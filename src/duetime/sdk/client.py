@@ -28,7 +28,15 @@ import functools
 import inspect
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack, cast
@@ -48,6 +56,7 @@ from duetime.sdk._http import (
     _segment,
 )
 from duetime.sdk.bulk import BulkCalls
+from duetime.sdk.credentials import CredentialCalls
 from duetime.sdk.history import HistoryCalls
 from duetime.sdk.http import Params
 from duetime.sdk.leases import LeaseCalls
@@ -57,6 +66,7 @@ from duetime.sdk.models import (
     Page,
     TargetCircuit,
     Task,
+    TaskFields,
     TaskSpec,
     TaskSpecFields,
     Tenant,
@@ -65,7 +75,9 @@ from duetime.sdk.models import (
 )
 from duetime.sdk.notifications import NotificationCalls
 from duetime.sdk.queues import QueueCalls
+from duetime.sdk.runs import SyncTaskRun, WaitCalls
 from duetime.sdk.schedules import ScheduleCalls
+from duetime.sdk.workflows import Flow, SyncWorkflowRun, WorkflowCalls
 from duetime.types import TaskStatus
 
 __all__ = ["DEFAULT_URL", "AsyncClient", "Client"]
@@ -84,7 +96,7 @@ def _rfc3339(value: datetime, name: str) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _spec_from(spec: TaskSpec | Mapping[str, Any]) -> TaskSpec:
+def _spec_from(spec: TaskSpec | TaskSpecFields) -> TaskSpec:
     if isinstance(spec, TaskSpec):
         return spec
     try:
@@ -106,10 +118,10 @@ class _Created(pydantic.BaseModel):
     items: list[Task]
 
 
-def _batch_body(specs: Iterable[TaskSpec | Mapping[str, Any]]) -> orjson.Fragment:
+def _batch_body(specs: Iterable[TaskSpec | TaskSpecFields]) -> orjson.Fragment:
     """The body of ``POST /v1/tasks/batch``: the specs checked and written as JSON by
     pydantic-core in one pass each (per-batch work, not per-item calls; ~1.3 us a task less
-    than dumping them to dicts and those to JSON, docs/benchmarks.md, nineteenth session); a
+    than dumping them to dicts and those to JSON); a
     malformed item is a ValidationError naming ``tasks.<index>.<field>`` and nothing is sent.
     As :meth:`TaskSpec.to_json`, None means "server default": the server reads a missing
     payload as null, so leaving out every None (nested ones too, as in ``retry``) sends the same
@@ -124,6 +136,10 @@ def _batch_body(specs: Iterable[TaskSpec | Mapping[str, Any]]) -> orjson.Fragmen
     return orjson.Fragment(b'{"tasks":' + _SPECS.dump_json(checked, exclude_none=True) + b"}")
 
 
+_FLOW_RULES = ("unique", "debounce", "throttle")
+"""The rules whose ``Duetime-<Rule>`` header a create may answer with."""
+
+
 class _TaskCalls(_Api):
     """``/v1/tasks``: create, read, list, change, cancel and replay one-time tasks."""
 
@@ -133,18 +149,39 @@ class _TaskCalls(_Api):
         """Create one task from a :class:`TaskSpec` or its fields as keywords (not both).
 
         With an ``idempotency_key`` already used by this tenant, nothing is created and the
-        existing task is returned; the result's ``created`` tells which happened. Raises
-        ``ValidationError`` (locally for a malformed spec, or from the server), ``Unauthorized``.
+        existing task is returned; the result's ``created`` tells which happened. So does a
+        uniqueness window or a debounce (its queue's, or the spec's ``unique``), and ``flow``
+        tells which rule answered (``{"unique": "existing"}``). Raises ``ValidationError``
+        (locally for a malformed spec, or from the server), ``Unauthorized``, and
+        :class:`duetime.errors.UniqueHeld` (a ``Conflict``) when a window holds the key but its
+        task has left the server's hot store.
         """
         if spec is not None and fields:
             raise TypeError("create_task() takes a TaskSpec or keyword fields, not both")
         response = await self._send("POST", "/v1/tasks", body=_spec_from(spec or fields).to_json())
         data = _decoded(response)
+        if data.get("retired") is True:
+            until = data.get("unique_until")
+            raise errors.UniqueHeld(
+                f"a uniqueness window holds the key until {until}: its task {data.get('id')} "
+                "has left the server's hot store",
+                str(data.get("id")),
+                until,
+            )
         data["created"] = response.status_code == 201
+        flow = {
+            rule: response.headers[f"duetime-{rule}"]
+            for rule in _FLOW_RULES
+            if f"duetime-{rule}" in response.headers
+        }
+        if flow:
+            data["flow"] = flow
         return Task.model_validate(data)
 
-    async def create_tasks(self, specs: Iterable[TaskSpec | Mapping[str, Any]]) -> list[Task]:
-        """Create up to 1,000 tasks in one call, all or nothing; results in input order."""
+    async def create_tasks(self, specs: Iterable[TaskSpec | TaskSpecFields]) -> list[Task]:
+        """Create up to 1,000 tasks in one call, all or nothing; results in input order. Each
+        item is a :class:`TaskSpec` or a dict of its fields (:class:`TaskSpecFields`, checked by
+        type checkers; a dict built at run time: ``TaskSpec.model_validate(d)``)."""
         with collector_paused():
             body = _batch_body(specs)
         response = await self._send("POST", "/v1/tasks/batch", body=body)
@@ -167,19 +204,22 @@ class _TaskCalls(_Api):
         run_before: datetime | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        id_prefix: str | None = None,
     ) -> Page[Task]:
         """One page of the tenant's tasks, newest first, matching every filter given.
 
         ``status`` is one status or several (any of them matches); ``labels`` must all match;
-        ``run_after`` (inclusive) and ``run_before`` (exclusive) bound ``run_at``; ``limit`` is at
-        most 1000. Pass the returned ``next_cursor`` as ``cursor`` for the next page, or use
-        :meth:`iter_tasks`.
+        ``run_after`` (inclusive) and ``run_before`` (exclusive) bound ``run_at``; ``id_prefix``
+        keeps the ids that start with it (at least 4 hex digits; dashes where ids have them);
+        ``limit`` is at most 1000. Pass the returned ``next_cursor`` as ``cursor`` for the next
+        page, or use :meth:`iter_tasks`.
         """
         params: Params = []
         if status is not None:
             statuses = [status] if isinstance(status, str) else list(status)
             params += [("status", str(s)) for s in statuses]
-        for key, value in (("queue", queue), ("name", name), ("schedule_id", schedule_id)):
+        optional = (("queue", queue), ("name", name), ("schedule_id", schedule_id))
+        for key, value in (*optional, ("id_prefix", id_prefix)):
             if value is not None:
                 params.append((key, value))
         params += [("label", f"{k}:{v}") for k, v in (labels or {}).items()]
@@ -205,6 +245,7 @@ class _TaskCalls(_Api):
         run_after: datetime | None = None,
         run_before: datetime | None = None,
         page_size: int | None = None,
+        id_prefix: str | None = None,
     ) -> AsyncIterator[Task]:
         """Every matching task, newest first, following cursors page by page (``page_size``
         tasks per request). Filters as in :meth:`list_tasks`."""
@@ -222,6 +263,7 @@ class _TaskCalls(_Api):
                 run_before=run_before,
                 limit=page_size,
                 cursor=cursor,
+                id_prefix=id_prefix,
             )
             for task in page.items:
                 yield task
@@ -265,10 +307,10 @@ class _TaskCalls(_Api):
         data = await self._request("POST", f"/v1/tasks/{_segment(task_id)}/retry")
         return Task.model_validate(data)
 
-    async def list_attempts(self, task_id: str) -> list[Attempt]:
-        """Every attempt of the task, by number. Raises ``NotFound``."""
+    async def list_attempts(self, task_id: str) -> Page[Attempt]:
+        """Every attempt of the task, by number, in one page. Raises ``NotFound``."""
         data = await self._request("GET", f"/v1/tasks/{_segment(task_id)}/attempts")
-        return [Attempt.model_validate(item) for item in data["items"]]
+        return Page[Attempt].model_validate(data)
 
 
 class _TenantCalls(_Api):
@@ -301,10 +343,10 @@ class _TenantCalls(_Api):
         """Admin: revoke a key at once. Raises ``NotFound`` for an unknown key."""
         await self._request("DELETE", f"/v1/admin/keys/{_segment(key_id)}")
 
-    async def list_tenants(self) -> list[TenantAdmin]:
-        """Admin: every tenant, oldest first, with its quotas and usage."""
+    async def list_tenants(self) -> Page[TenantAdmin]:
+        """Admin: every tenant, oldest first, with its quotas and usage, in one page."""
         data = await self._request("GET", "/v1/admin/tenants")
-        return [TenantAdmin.model_validate(item) for item in data["items"]]
+        return Page[TenantAdmin].model_validate(data)
 
     async def get_tenant_admin(self, tenant_id: str) -> TenantAdmin:
         """Admin: one tenant with its quotas and usage. Raises ``NotFound``."""
@@ -339,10 +381,10 @@ class _TenantCalls(_Api):
         ``NotFound``; ``Conflict`` while it has tasks not ended or schedules."""
         await self._request("DELETE", f"/v1/admin/tenants/{_segment(tenant_id)}")
 
-    async def list_targets(self) -> list[TargetCircuit]:
-        """The calling tenant's webhook origins whose circuit breaker ever opened."""
+    async def list_targets(self) -> Page[TargetCircuit]:
+        """The calling tenant's webhook origins whose circuit breaker ever opened, in one page."""
         data = await self._request("GET", "/v1/targets")
-        return [TargetCircuit.model_validate(item) for item in data["items"]]
+        return Page[TargetCircuit].model_validate(data)
 
     async def is_ready(self) -> bool:
         """Whether the server answers ``/readyz`` with success (store reachable, migrations
@@ -356,6 +398,8 @@ class _TenantCalls(_Api):
 
 class AsyncClient(
     _TaskCalls,
+    WaitCalls,
+    WorkflowCalls,
     BulkCalls,
     HistoryCalls,
     _TenantCalls,
@@ -363,6 +407,7 @@ class AsyncClient(
     QueueCalls,
     ScheduleCalls,
     NotificationCalls,
+    CredentialCalls,
 ):
     """Async client for the duetime HTTP API.
 
@@ -508,6 +553,47 @@ class Client:
             return functools.partial(_blocking(func), self)
         return method
 
+    def submit(
+        self, spec: TaskSpec | None = None, /, **fields: Unpack[TaskSpecFields]
+    ) -> SyncTaskRun:
+        """Create a task and return a handle whose ``result(timeout=...)`` waits for it
+        (:meth:`AsyncClient.submit`)."""
+        return SyncTaskRun(self._run(self._async.submit(spec, **fields)), self._run)
+
+    def task_run(self, task_id: str) -> SyncTaskRun:
+        """A handle on the task ``task_id`` (:meth:`AsyncClient.task_run`)."""
+        return SyncTaskRun(self._async.task_run(task_id), self._run)
+
+    def create_workflow(
+        self,
+        flow: Flow | Sequence[Mapping[str, Any]],
+        *,
+        name: str | None = None,
+        defaults: TaskFields | None = None,
+        labels: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> SyncWorkflowRun:
+        """Create a workflow and return a handle on it (:meth:`AsyncClient.create_workflow`)."""
+        made = self._async.create_workflow(
+            flow, name=name, defaults=defaults, labels=labels, idempotency_key=idempotency_key
+        )
+        return SyncWorkflowRun(self._run(made), self._run)
+
+    def workflow_run(self, workflow_id: str) -> SyncWorkflowRun:
+        """A handle on the workflow ``workflow_id`` (:meth:`AsyncClient.workflow_run`)."""
+        return SyncWorkflowRun(self._async.workflow_run(workflow_id), self._run)
+
+    wait_task = _blocking(AsyncClient.wait_task)
+    task_result = _blocking(AsyncClient.task_result)
+    get_workflow = _blocking(AsyncClient.get_workflow)
+    wait_workflow = _blocking(AsyncClient.wait_workflow)
+    list_workflows = _blocking(AsyncClient.list_workflows)
+    cancel_workflow = _blocking(AsyncClient.cancel_workflow)
+    replay_workflow = _blocking(AsyncClient.replay_workflow)
+    task_parents = _blocking(AsyncClient.task_parents)
+    task_children = _blocking(AsyncClient.task_children)
+    spawn_children = _blocking(AsyncClient.spawn_children)
+    read_result = _blocking(AsyncClient.read_result)
     create_task = _blocking(AsyncClient.create_task)
     create_tasks = _blocking(AsyncClient.create_tasks)
     get_task = _blocking(AsyncClient.get_task)
@@ -547,6 +633,7 @@ class Client:
     create_schedule = _blocking(AsyncClient.create_schedule)
     ensure_schedule = _blocking(AsyncClient.ensure_schedule)
     get_schedule = _blocking(AsyncClient.get_schedule)
+    get_schedule_by_key = _blocking(AsyncClient.get_schedule_by_key)
     list_schedules = _blocking(AsyncClient.list_schedules)
     iter_schedules = _blocking_iter(AsyncClient.iter_schedules)
     update_schedule = _blocking(AsyncClient.update_schedule)
@@ -562,3 +649,7 @@ class Client:
     set_notifications = _blocking(AsyncClient.set_notifications)
     get_notifications = _blocking(AsyncClient.get_notifications)
     delete_notifications = _blocking(AsyncClient.delete_notifications)
+    put_credential = _blocking(AsyncClient.put_credential)
+    list_credentials = _blocking(AsyncClient.list_credentials)
+    get_credential = _blocking(AsyncClient.get_credential)
+    delete_credential = _blocking(AsyncClient.delete_credential)

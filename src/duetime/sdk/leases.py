@@ -31,6 +31,7 @@ from duetime.sdk.models import (
     LeaseCompletion,
     LeaseExtension,
     LeaseFailure,
+    Page,
     WorkerInfo,
 )
 
@@ -245,11 +246,12 @@ class LeaseCalls(_Api):
         items: list[dict[str, Any]] = data["items"]
         return items
 
-    async def list_workers(self, *, live_within_seconds: float | None = None) -> list[WorkerInfo]:
+    async def list_workers(self, *, live_within_seconds: float | None = None) -> Page[WorkerInfo]:
         """The workers that leased or heart-beat within ``live_within_seconds`` (server default
-        60), with the queues they poll, when they were last seen and the leases they hold."""
+        60), with the queues they poll, when they were last seen and the leases they hold; one
+        page."""
         params: list[tuple[str, str | int | float | bool | None]] = []
         if live_within_seconds is not None:
             params.append(("live_within_seconds", live_within_seconds))
         data = await self._request("GET", "/v1/workers", params=params)
-        return [WorkerInfo.model_validate(item) for item in data["items"]]
+        return Page[WorkerInfo].model_validate(data)

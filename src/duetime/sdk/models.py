@@ -7,9 +7,9 @@ unknown response fields are ignored (a newer server may add some). Requests are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import Any, Generic, Literal, Required, TypedDict, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
@@ -19,17 +19,24 @@ __all__ = [
     "AckResult",
     "ApiKeyCreated",
     "Attempt",
+    "CallbackSpec",
+    "DeferFields",
     "Lease",
     "LeaseCompletion",
     "LeaseExtension",
     "LeaseFailure",
     "Page",
+    "Parent",
+    "RetryFields",
     "RetryPolicy",
     "RetrySpec",
+    "ScheduleSettings",
+    "ScheduleTask",
     "SigningSecret",
     "Task",
     "TaskSpec",
     "TaskSpecFields",
+    "TemplateFields",
     "Tenant",
     "TenantCreated",
     "WorkerInfo",
@@ -86,6 +93,18 @@ class RetrySpec(_Request):
     jitter: float | None = None
 
 
+class CallbackSpec(_Request):
+    """A task made when another ends (``on_success``, ``on_failure``, ``on_end``): delivered to
+    ``target`` (any target type) with the outcome as its payload, on ``queue`` (default: the
+    ended task's) under ``name`` (default: the callback's kind)."""
+
+    target: dict[str, Any]
+    queue: str | None = None
+    name: str | None = None
+    retry: RetrySpec | None = None
+    timeout_seconds: float | None = None
+
+
 class TaskSpec(_Request):
     """A task to create (the body of ``POST /v1/tasks``). Only ``target`` is required.
 
@@ -107,16 +126,42 @@ class TaskSpec(_Request):
     concurrency_key: str | None = None
     labels: dict[str, str] | None = None
     payload_ref: str | None = None
+    payload_held: Any = None
+    """A payload duetime holds apart from the task: each attempt reads it through a URL valid
+    during that attempt only (a worker's ``Job.held_payload()``)."""
+    unique: dict[str, Any] | None = None
+    """The task's own uniqueness window (instead of its queue's): ``{"key": "order-42",
+    "period": "PT1H"}`` (the key itself) or ``{"key_from": "payload.order", "period":
+    "PT1H"}`` (an expression), optionally ``"states"``. A create within the window answers
+    with the task that holds it (``Task.created`` False, ``Task.flow["unique"] ==
+    "existing"``)."""
+    on_parent_failure: Literal["fail", "run", "cancel"] | None = None
+    """What a parent's failure means to this task: ``fail`` it (the default), ``run`` it anyway
+    (``job.parents`` shows the failure), ``cancel`` it."""
+    parents_in_body: bool | None = None
+    """Push targets: the body is ``{"payload": ..., "parents": [...]}``."""
+    on_success: CallbackSpec | None = None
+    on_failure: CallbackSpec | None = None
+    on_end: CallbackSpec | None = None
 
     @classmethod
     def _nullable_fields(cls) -> frozenset[str]:
         return _PAYLOAD_ONLY
 
 
-class TaskSpecFields(TypedDict, total=False):
-    """The keyword arguments :meth:`AsyncClient.create_task` accepts: :class:`TaskSpec`'s fields.
-    ``target`` is required at run time (it is not marked ``Required`` so that ``create_task(spec)``
-    type-checks too)."""
+class RetryFields(TypedDict, total=False):
+    """:class:`RetrySpec` as a dict (``retry={"max_attempts": 3}``), checked by type checkers."""
+
+    max_attempts: int | None
+    initial_delay_seconds: float | None
+    max_delay_seconds: float | None
+    multiplier: float | None
+    jitter: float | None
+
+
+class TaskFields(TypedDict, total=False):
+    """:class:`TaskSpec`'s fields but its parents: what a workflow node (``workflows.step``) and
+    a workflow's ``defaults`` may set, a node's parents being refs in the workflow."""
 
     target: Mapping[str, Any]
     name: str | None
@@ -126,21 +171,109 @@ class TaskSpecFields(TypedDict, total=False):
     payload: Any
     idempotency_key: str | None
     priority: int | None
-    retry: RetrySpec | Mapping[str, Any] | None
+    retry: RetrySpec | RetryFields | None
+    timeout_seconds: float | None
+    concurrency_key: str | None
+    labels: Mapping[str, str] | None
+    payload_ref: str | None
+    payload_held: Any
+    unique: Mapping[str, Any] | None
+    on_parent_failure: Literal["fail", "run", "cancel"] | None
+    parents_in_body: bool | None
+    on_success: CallbackSpec | Mapping[str, Any] | None
+    on_failure: CallbackSpec | Mapping[str, Any] | None
+    on_end: CallbackSpec | Mapping[str, Any] | None
+
+
+class TaskSpecFields(TaskFields, total=False):
+    """The keyword arguments :meth:`AsyncClient.create_task` accepts, and one item of
+    :meth:`AsyncClient.create_tasks` as a dict: :class:`TaskSpec`'s fields, so a type checker
+    refuses ``delay_seconds="soon"``. ``target`` is required at run time (it is not marked
+    ``Required`` so that ``create_task(spec)`` type-checks too)."""
+
+    depends_on: list[str] | None
+
+
+class DeferFields(TypedDict, total=False):
+    """What one ``TaskHandle.defer`` may set besides the payload: every :class:`TaskSpec` field
+    but ``target`` and ``name`` (the handle's) and ``payload`` (its first argument)."""
+
+    queue: str | None
+    run_at: datetime | None
+    delay_seconds: float | None
+    idempotency_key: str | None
+    priority: int | None
+    retry: RetrySpec | RetryFields | None
     timeout_seconds: float | None
     depends_on: list[str] | None
     concurrency_key: str | None
     labels: Mapping[str, str] | None
     payload_ref: str | None
+    payload_held: Any
+    unique: Mapping[str, Any] | None
+    on_parent_failure: Literal["fail", "run", "cancel"] | None
+    parents_in_body: bool | None
+    on_success: CallbackSpec | Mapping[str, Any] | None
+    on_failure: CallbackSpec | Mapping[str, Any] | None
+    on_end: CallbackSpec | Mapping[str, Any] | None
+
+
+class TemplateFields(TypedDict, total=False):
+    """Fields of a schedule's task template that every occurrence gets (a worker's declared
+    schedule fills in ``target``; no ``run_at``, ``idempotency_key`` or ``depends_on``: those
+    belong to one task)."""
+
+    name: str | None
+    queue: str | None
+    payload: Any
+    priority: int | None
+    retry: RetryFields | None
+    timeout_seconds: float | None
+    labels: Mapping[str, str] | None
+    concurrency_key: str | None
+
+
+class ScheduleTask(TemplateFields):
+    """A schedule's whole task template (:meth:`AsyncClient.create_schedule` ``task=``)."""
+
+    target: Required[Mapping[str, Any]]
+
+
+class ScheduleSettings(TypedDict, total=False):
+    """Schedule fields a worker's declared schedule (``Worker.schedule``,
+    ``TaskHandle.schedule``) passes on as they are (see :meth:`AsyncClient.create_schedule`)."""
+
+    start_at: datetime | None
+    end_at: datetime | None
+    jitter_seconds: int | None
+    overlap: str | None
+    catchup: str | None
+    catchup_window_seconds: int | None
+    catchup_max_runs: int | None
+    dst: Mapping[str, str] | None
 
 
 def http_target(
-    url: str, *, method: str = "POST", headers: Mapping[str, str] | None = None
+    url: str,
+    *,
+    method: str = "POST",
+    headers: Mapping[str, str] | None = None,
+    secret_headers: Sequence[str] | None = None,
+    credential: str | None = None,
 ) -> dict[str, Any]:
-    """A webhook target: the task's payload is sent, signed, as the JSON body to ``url``."""
+    """A webhook target: the task's payload is sent, signed, as the JSON body to ``url``.
+
+    Credentials in ``headers`` (``Authorization`` and the other documented names, and those
+    named in ``secret_headers``) or in ``url`` are sealed by the server and shown as ``***``;
+    ``credential`` names a credential put with ``put_credential`` instead, so the task carries
+    no secret at all."""
     target: dict[str, Any] = {"type": "http", "url": url, "method": method}
     if headers:
         target["headers"] = dict(headers)
+    if secret_headers:
+        target["secret_headers"] = list(secret_headers)
+    if credential is not None:
+        target["auth"] = {"credential": credential}
     return target
 
 
@@ -194,9 +327,19 @@ class Task(_Response):
     cancel_requested: bool = False
     payload_ref: str | None = None
     """An opaque reference the task carries instead of a payload, as given at create."""
+    flow_key: str | None = None
+    """Its key under its queue's keyed rate limit, evaluated at create (None: none then)."""
+    absorbed: int = 0
+    """Creates a debounce folded into this task (its payload is the last one's)."""
+    absorbed_at: datetime | None = None
+    """When the last of them came."""
     created: bool | None = None
     """From ``create_task`` only: True when the call created the task, False when its
-    ``idempotency_key`` found an existing one; None on every other call."""
+    ``idempotency_key``, a uniqueness window or a debounce found an existing one; None on
+    every other call."""
+    flow: dict[str, str] | None = None
+    """From ``create_task`` only: what its flow rules did (``{"unique": "existing"}``,
+    ``{"debounce": "absorbed"}``, ``{"throttle": "delayed"}``); None when none applied."""
 
     @property
     def terminal(self) -> bool:
@@ -298,11 +441,25 @@ class ApiKeyCreated(_Response):
 
 
 class Page(_Response, Generic[T]):
-    """One page of a listing, newest first. ``next_cursor`` is None on the last page; otherwise
-    pass it as ``cursor`` to get the next one."""
+    """What every SDK listing returns, in the shape the API and the CLI print
+    (``{"items": [...], "next_cursor": ...}``): ``items`` in the listing's order, and
+    ``next_cursor``, None on the last page (always None for listings the server answers whole:
+    attempts, queues, workers, targets, tenants, credentials, upcoming times); otherwise pass it as
+    ``cursor`` to get the next one. A page is also a sequence of its items: ``for x in page``,
+    ``len(page)``, ``page[0]``."""
 
     items: tuple[T, ...]
     next_cursor: str | None = None
+
+    def __iter__(self) -> Iterator[T]:  # type: ignore[override]
+        # The items, not pydantic's (field, value) pairs: a page reads as the list it holds.
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> T:
+        return self.items[index]
 
 
 # -- leases (pull workers, SPEC §3 "Queues and pull workers") ---------------------------------
@@ -354,10 +511,27 @@ class LeaseFailure(_Request):
         return body
 
 
+class Parent(_Response):
+    """A parent of a task (``depends_on``) as its child sees it: its ``ref`` in the workflow
+    (None outside one), its status, and its ``result`` — or, for a result over 64 KiB (or past
+    1 MiB for all of a task's parents), ``result_ref``, the path to read it from — or its
+    ``error``."""
+
+    id: str
+    ref: str | None = None
+    name: str | None = None
+    status: TaskStatus
+    result: Any = None
+    result_ref: str | None = None
+    error: str | None = None
+    finished_at: datetime | None = None
+
+
 class Lease(_Response):
     """A task leased to a worker: only the holder of the current ``lease_id`` may heartbeat,
     complete or fail it, and only until ``lease_expires_at`` (unless extended). ``attempt`` is
-    the number of the attempt this lease runs (1 for the first)."""
+    the number of the attempt this lease runs (1 for the first). ``parents``: the outcomes of
+    the task's parents, for a task with ``depends_on``."""
 
     lease_id: str
     lease_expires_at: datetime
@@ -365,6 +539,10 @@ class Lease(_Response):
     task: Task
     traceparent: str | None = None
     """The task's W3C trace context (``traceparent`` given at create), if it has one."""
+    payload_url: str | None = None
+    """For a task whose payload duetime holds (``payload_held``): the URL that reads it during
+    this attempt only (the Worker's ``Job.held_payload()`` uses it)."""
+    parents: tuple[Parent, ...] = ()
 
 
 class LeaseExtension(_Response):

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from duetime.sdk._http import _Api, _segment
+from duetime.sdk.models import Page
 
 __all__ = ["QueueCalls", "QueueInfo"]
 
@@ -40,20 +41,23 @@ class QueueInfo(BaseModel):
     tokens: float | None = None
     held_by: tuple[str, ...] = ()
     retention: dict[str, str] | None = None
-
-
-class _QueueList(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    items: tuple[QueueInfo, ...]
+    key_limit: dict[str, Any] | None = None
+    """Limits per key: ``{"key": ..., "rate": "10/s", "burst": 20, "max_concurrency": 2}``."""
+    unique: dict[str, Any] | None = None
+    debounce: dict[str, Any] | None = None
+    throttle: dict[str, Any] | None = None
+    keys: tuple[dict[str, Any], ...] | None = None
+    """From :meth:`QueueCalls.get_queue` and :meth:`QueueCalls.put_queue`, for a queue with
+    limits per key: its busiest keys (``key``, ``ready``, ``running``, ``tokens``,
+    ``next_start_at``, ``held_by``, ``waiting``: why its ready tasks wait, in words)."""
 
 
 class QueueCalls(_Api):
     """``GET /v1/queues``, ``GET /v1/queues/{name}``, ``PUT /v1/queues/{name}``."""
 
-    async def list_queues(self) -> list[QueueInfo]:
-        """Every queue of the tenant that has tasks or settings."""
-        return list(_QueueList.model_validate(await self._request("GET", "/v1/queues")).items)
+    async def list_queues(self) -> Page[QueueInfo]:
+        """Every queue of the tenant that has tasks or settings, in one page."""
+        return Page[QueueInfo].model_validate(await self._request("GET", "/v1/queues"))
 
     async def get_queue(self, name: str) -> QueueInfo:
         """One queue's settings and live figures; raises ``NotFound`` when no task names it and
@@ -71,6 +75,10 @@ class QueueCalls(_Api):
         burst: int | None = None,
         max_concurrency_per_key: int | None = None,
         retention: Mapping[str, str] | None = None,
+        key_limit: Mapping[str, Any] | None = None,
+        unique: Mapping[str, Any] | None = None,
+        debounce: Mapping[str, Any] | None = None,
+        throttle: Mapping[str, Any] | None = None,
     ) -> QueueInfo:
         """Replace the queue's settings as a whole: an argument left out takes its default, so
         to change one setting pass the others as :meth:`get_queue` read them.
@@ -81,7 +89,11 @@ class QueueCalls(_Api):
         needs a rate); ``max_concurrency_per_key`` caps running tasks per ``concurrency_key``
         (1: one at a time); ``retention`` sets how long its finished tasks stay, per final
         status (``{"failed": "P30D"}``). None means no limit (server defaults for retention).
-        Raises ``ApiValidationError`` naming the field for a value out of bounds."""
+        Keyed flow control (docs/flow-control.md): ``key_limit`` (``{"key":
+        "payload.customer_id", "rate": "10/s", "burst": 20}``), ``unique`` (``{"key": ...,
+        "period": "PT1H"}``), ``debounce`` (``{"key": ..., "period": "PT5S", "max_wait":
+        "PT1M"}``), ``throttle`` (``{"key": ..., "rate": "1/s"}``). Raises
+        ``ApiValidationError`` naming the field for a value out of bounds."""
         body: dict[str, Any] = {"paused": paused, "max_concurrency": max_concurrency}
         # Left out when None, which the server reads the same, so a server older than a
         # setting still accepts a call that does not use it.
@@ -90,6 +102,10 @@ class QueueCalls(_Api):
             "burst": burst,
             "max_concurrency_per_key": max_concurrency_per_key,
             "retention": None if retention is None else dict(retention),
+            "key_limit": None if key_limit is None else dict(key_limit),
+            "unique": None if unique is None else dict(unique),
+            "debounce": None if debounce is None else dict(debounce),
+            "throttle": None if throttle is None else dict(throttle),
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         path = f"/v1/queues/{_segment(name)}"

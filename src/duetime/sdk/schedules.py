@@ -32,6 +32,7 @@ from duetime.sdk.models import (
     Schedule,
     ScheduleDeleted,
     ScheduleRevision,
+    ScheduleTask,
     ScheduleTick,
     Task,
     UpcomingTime,
@@ -80,7 +81,7 @@ class ScheduleCalls(_Api):
     async def create_schedule(
         self,
         *,
-        task: Mapping[str, Any],
+        task: ScheduleTask,
         cron: str | None = None,
         every: str | None = None,
         rrule: str | None = None,
@@ -115,7 +116,7 @@ class ScheduleCalls(_Api):
         self,
         key: str,
         *,
-        task: Mapping[str, Any],
+        task: ScheduleTask,
         cron: str | None = None,
         every: str | None = None,
         rrule: str | None = None,
@@ -154,6 +155,11 @@ class ScheduleCalls(_Api):
     async def get_schedule(self, schedule_id: str) -> Schedule:
         """One schedule. Raises ``NotFound``."""
         path = f"/v1/schedules/{_segment(schedule_id)}"
+        return Schedule.model_validate(await self._request("GET", path))
+
+    async def get_schedule_by_key(self, key: str) -> Schedule:
+        """The schedule declared with ``key`` (:meth:`ensure_schedule`). Raises ``NotFound``."""
+        path = f"/v1/schedules/by-key/{_segment(key)}"
         return Schedule.model_validate(await self._request("GET", path))
 
     async def list_schedules(
@@ -214,7 +220,7 @@ class ScheduleCalls(_Api):
         catchup_window_seconds: int = KEEP,
         catchup_max_runs: int = KEEP,
         dst: Mapping[str, str] = KEEP,
-        task: Mapping[str, Any] = KEEP,
+        task: ScheduleTask = KEEP,
     ) -> Schedule:
         """Change the arguments given (``start_at=None``/``end_at=None`` clear them; a new
         expression replaces the old one; ``task`` replaces the whole template). Occurrences not
@@ -279,9 +285,9 @@ class ScheduleCalls(_Api):
 
     async def list_upcoming(
         self, schedule_id: str, *, after: datetime | None = None, count: int | None = None
-    ) -> list[UpcomingTime]:
+    ) -> Page[UpcomingTime]:
         """The next ``count`` (≤ 1000, default 10) fire times after ``after`` (default now), in
-        the schedule's zone offset, with a note when DST moved one."""
+        the schedule's zone offset, with a note when DST moved one; one page."""
         params: _Params = []
         if after is not None:
             params.append(("after", _time(after, "after")))
@@ -289,7 +295,7 @@ class ScheduleCalls(_Api):
             params.append(("count", count))
         path = f"/v1/schedules/{_segment(schedule_id)}/upcoming"
         data = await self._request("GET", path, params=params)
-        return [UpcomingTime.model_validate(item) for item in data["items"]]
+        return Page[UpcomingTime].model_validate(data)
 
     async def list_ticks(
         self,

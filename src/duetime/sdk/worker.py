@@ -25,7 +25,9 @@ succeeds by returning (the value, JSON-encoded, becomes the task's ``result``), 
 raising: :class:`NonRetryable` fails the task for good, any other exception is a retryable
 failure recorded as ``"TypeName: message"``. Lines a handler adds with :meth:`Job.log` (like
 ``print``) are sent with the completion or failure and kept with the attempt (``GET
-/v1/tasks/{id}/attempts``, the history; the first 64 KiB). A handler that overruns the task's
+/v1/tasks/{id}/attempts``, the history; the first 64 KiB); a handler that raised adds its
+traceback after them (its last 8 KiB, from the ``Traceback (most recent call last):`` line; the
+dashboard's task page shows it apart). A handler that overruns the task's
 ``timeout_seconds`` fails (retryable) with ``"timed out after Ns"``: an async one is cancelled,
 a sync one is left to finish in its thread (its slot stays taken until it does) and its result
 is dropped.
@@ -68,10 +70,11 @@ import secrets
 import signal
 import socket
 import threading
+import traceback
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from duetime.observe.logs import quiet_http_clients
 from duetime.sdk.acks import AckBatcher, AckOutcome, encode_result
@@ -86,8 +89,11 @@ from duetime.sdk.errors import (
     TransportError,
 )
 from duetime.sdk.handles import Retry, TaskHandle
-from duetime.sdk.models import Task
+from duetime.sdk.held import HeldPayload
+from duetime.sdk.models import Parent, RetryFields, ScheduleSettings, Task, TemplateFields
+from duetime.sdk.runs import outcome
 from duetime.sdk.threads import DaemonThreadPool
+from duetime.sdk.workflows import Parents
 
 if TYPE_CHECKING:
     from duetime.sdk.client import AsyncClient
@@ -115,6 +121,12 @@ SHUTDOWN_ERROR = "worker shutting down"
 LOG_LIMIT_CHARS = 64 * 1024
 """:attr:`Job.logs` holds at most this many characters (the server keeps the first 64 KiB of
 UTF-8), so one huge line cannot make the server refuse the ack."""
+LOGS_LIMIT_BYTES = 64 * 1024
+"""The UTF-8 the server keeps of an attempt's logs."""
+TRACEBACK_LIMIT_BYTES = 8 * 1024
+"""A failing handler's traceback is cut to its last this many bytes of UTF-8."""
+TRACEBACK_HEAD = "Traceback (most recent call last):"
+_SDK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 MAX_HANDLERS = 100
 """A lease call names at most this many tasks (the server's limit)."""
 MAX_DEFAULT_PREFETCH = 1000
@@ -139,7 +151,7 @@ def recent_pace(finished: deque[float], now: float) -> int:
     its count scaled up to the horizon, ``span`` taken as at least
     :data:`PREFETCH_MIN_SPAN_SECONDS`: 40 quick tasks in the first 0.1 s are a pace of 160,
     where the count alone would make the prefetch grow by half a call per call, for a
-    second (docs/benchmarks.md, eighteenth session). Slow handlers are unaffected: until one
+    second. Slow handlers are unaffected: until one
     finishes, the pace is 0.
     """
     horizon = now - PREFETCH_HORIZON_SECONDS
@@ -252,9 +264,15 @@ class Job:
     """
 
     __slots__ = (
+        "_client",
         "_data",
+        "_held",
         "_log_chars",
         "_logs",
+        "_loop",
+        "_parents",
+        "_parents_data",
+        "_spawns",
         "_task",
         "attempt",
         "lease_id",
@@ -269,6 +287,9 @@ class Job:
         lease_id: str,
         worker_id: str,
         traceparent: str | None = None,
+        *,
+        parents: Sequence[Mapping[str, Any]] | None = None,
+        client: AsyncClient | None = None,
     ) -> None:
         self._task: Task | None = task if isinstance(task, Task) else None
         self._data: Mapping[str, Any] = {} if isinstance(task, Task) else task
@@ -278,6 +299,23 @@ class Job:
         self.traceparent = traceparent
         self._logs: list[str] | None = None
         self._log_chars = 0
+        self._parents_data = parents or ()
+        self._parents: Parents | None = None
+        self._client = client
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._spawns = 0
+        self._held: HeldPayload | None = None
+
+    async def held_payload(self) -> Any:
+        """The payload duetime holds for this task (created with ``payload_held``), fetched
+        from the server on first call with this attempt's token, then kept. Raises
+        ``LookupError`` for a task that holds none, the SDK's ``ApiError`` when the server
+        refuses (403: the attempt is over)."""
+        if self._held is None:
+            raise LookupError(
+                f"task {self.id} holds no payload (it was not made with payload_held)"
+            )
+        return await self._held.get()
 
     def log(self, *parts: object, sep: str = " ") -> None:
         """Add a line to this attempt's logs, like ``print``: the parts as text, joined by
@@ -348,6 +386,82 @@ class Job:
         """The opaque reference the task carries instead of a payload (None without one):
         fetch what it names yourself; duetime never reads it."""
         return self.task.payload_ref
+
+    @property
+    def parents(self) -> Parents:
+        """The outcomes of the task's parents (``depends_on``; empty without any), by ref in
+        its workflow or by task id: ``job.parents["extract"].result``. A parent that failed
+        shows its ``error`` (a child with ``on_parent_failure: run`` runs anyway)."""
+        if self._parents is None:
+            self._parents = Parents([Parent.model_validate(p) for p in self._parents_data])
+        return self._parents
+
+    async def parent_result(self, key: str) -> Any:
+        """A parent's result, read from the server when it travelled by reference (over 64
+        KiB). ``KeyError`` for no such parent."""
+        parent = self.parents[key]
+        if parent.result_ref is None:
+            return parent.result
+        return await self._api().read_result(parent.result_ref)
+
+    async def spawn(
+        self,
+        tasks: Sequence[Mapping[str, Any]],
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        key: str | None = None,
+    ) -> list[Any]:
+        """Create children of this task (up to 10,000 in one call, all or nothing), each a
+        ``create_task`` field dict. Returns the children (:class:`Task`); with ``wait``, waits
+        until every child ended (at most ``timeout`` seconds; the task's own timeout bounds
+        the handler anyway) and returns their results in order, raising
+        :class:`~duetime.sdk.runs.TaskFailed` for the first that failed or was cancelled.
+
+        Never spawned twice: each call of a handler run is numbered (or named by ``key``), and
+        the same call of a later run — after a crash of this worker, or a retry — gets the
+        children the first run made. While waiting the task holds its slot and its lease is
+        heart-beaten, as for any running handler."""
+        api = self._api()
+        self._spawns += 1
+        name = key if key is not None else str(self._spawns)
+        children = await api.spawn_children(self.lease_id, tasks, key=name)
+        if not wait:
+            return list(children)
+        until = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        while True:
+            left = None if until is None else until - asyncio.get_running_loop().time()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"children of task {self.id} still running")
+            found, ended = await api.task_children(self.id, wait=min(left or 60.0, 60.0))
+            if ended:
+                by_id = {c.id: c for c in found}
+                return [outcome(by_id[c.id]) for c in children]
+
+    def spawn_blocking(
+        self,
+        tasks: Sequence[Mapping[str, Any]],
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        key: str | None = None,
+    ) -> list[Any]:
+        """:meth:`spawn` from a sync handler (its thread); an async handler awaits
+        :meth:`spawn` instead."""
+        loop = self._loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # a sync handler's thread: no loop of its own
+            running = None
+        if loop is None or running is loop:
+            raise RuntimeError("spawn_blocking() is for sync handlers; await job.spawn()")
+        coro = self.spawn(tasks, wait=wait, timeout=timeout, key=key)
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def _api(self) -> AsyncClient:
+        if self._client is None:
+            raise RuntimeError("this Job has no client: it was not leased by a duetime.Worker")
+        return self._client
 
     def payload_as(self, kind: type[P]) -> P:
         """The payload validated as ``kind`` (a pydantic model, a dataclass, ``list[int]``...);
@@ -429,6 +543,7 @@ class Worker:
         self._handlers: dict[str, _Registered] = {}
         self._declared: list[DeclaredSchedule] = []
         self._client: AsyncClient | None = None
+        self._client_in_use: AsyncClient | None = None
         self._url: str | None = None
         self._api_key = api_key
         if client is None or isinstance(client, str):
@@ -471,17 +586,19 @@ class Worker:
         name: str | None = None,
         *,
         queue: str | None = None,
-        retry: Mapping[str, Any] | None = None,
+        retry: RetryFields | None = None,
         timeout_seconds: float | None = None,
         priority: int | None = None,
         labels: Mapping[str, str] | None = None,
         concurrency_key: str | None = None,
+        unique: Mapping[str, Any] | None = None,
     ) -> Callable[[Callable[..., R]], TaskHandle[R]]:
         """Decorator: register ``fn`` as the handler of tasks named ``name`` (default: the
         function's name) and return a :class:`~duetime.sdk.handles.TaskHandle` whose
         ``defer``/``defer_async`` create such tasks with these defaults (``queue``: the
         worker's first; ``retry``, ``timeout_seconds``, ``priority``, ``labels``,
-        ``concurrency_key``: the server's unless given)."""
+        ``concurrency_key``, ``unique`` (each task's own uniqueness window, e.g.
+        ``{"key_from": "payload.order", "period": "PT1H"}``): the server's unless given)."""
 
         def register(fn: Callable[..., R]) -> TaskHandle[R]:
             task_name: str = name or str(getattr(fn, "__name__", ""))
@@ -493,6 +610,7 @@ class Worker:
                 "priority": priority,
                 "labels": None if labels is None else dict(labels),
                 "concurrency_key": concurrency_key,
+                "unique": None if unique is None else dict(unique),
             }
             return TaskHandle(self, fn, task_name, defaults)
 
@@ -531,8 +649,8 @@ class Worker:
         tz: str | None = None,
         queue: str | None = None,
         payload: Any = None,
-        task: dict[str, Any] | None = None,
-        **settings: Any,
+        task: TemplateFields | None = None,
+        **settings: Unpack[ScheduleSettings],
     ) -> None:
         """Declare a recurring schedule, applied when the worker starts: its occurrences are
         tasks named ``name`` (default: ``key``) on ``queue`` (default: the worker's first) for
@@ -636,6 +754,7 @@ class Worker:
         self._loop_thread = threading.get_ident()
         self._stopping, self._changed = asyncio.Event(), asyncio.Event()
         client, owned = self._open_client()
+        self._client_in_use = client  # jobs spawn children and read parents' results with it
         if any(not h.is_async for h in self._handlers.values()):
             self._pool = DaemonThreadPool(self.concurrency, name=f"duetime-{self.worker_id}")
         cfg = self.config
@@ -854,7 +973,12 @@ class Worker:
             lease["lease_id"],
             self.worker_id,
             lease.get("traceparent"),
+            parents=lease.get("parents"),
+            client=self._client_in_use,
         )
+        if lease.get("payload_url") and self._client_in_use is not None:
+            job._held = HeldPayload(lease["payload_url"], self._client_in_use)
+        job._loop = loop
         held = _Held(job, loop.time() + self.config.heartbeat_interval)
         self._held[job.lease_id] = held
         registered = self._handlers.get(job.name or "")
@@ -902,7 +1026,7 @@ class Worker:
             self._timed_out(held)
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         except NonRetryable as exc:
-            self._fail(held, _describe(exc, self.config.max_error_chars), retryable=False)
+            self._fail(held, _describe(exc, self.config.max_error_chars), retryable=False, exc=exc)
         except Retry as exc:  # the handler asks for its next attempt at a time of its choosing
             self._fail(held, exc.reason, retryable=True, retry_after_seconds=exc.after)
         except Exception as exc:
@@ -910,7 +1034,8 @@ class Worker:
                 self._timed_out(held)
             else:
                 log.warning("task %s (%s) failed", job.id, job.name, exc_info=True)
-                self._fail(held, _describe(exc, self.config.max_error_chars), retryable=True)
+                error = _describe(exc, self.config.max_error_chars)
+                self._fail(held, error, retryable=True, exc=exc)
         else:
             if held.timed_out:  # the handler swallowed the cancellation and returned
                 self._timed_out(held)
@@ -980,7 +1105,10 @@ class Worker:
         retryable: bool,
         timed_out: bool = False,
         retry_after_seconds: float | None = None,
+        exc: BaseException | None = None,
     ) -> None:
+        """Fail the lease with ``error``; ``exc``, the handler's exception, adds its traceback
+        to the attempt's logs (:func:`logs_with_traceback`)."""
         if held.ended or held.lost:
             return
         held.ended = True
@@ -992,7 +1120,7 @@ class Worker:
             retryable=retryable,
             retry_after_seconds=retry_after_seconds,
             timed_out=timed_out,
-            logs=held.job.logs,
+            logs=held.job.logs if exc is None else logs_with_traceback(held.job.logs, exc),
         )
 
     def _ack_done(self, lease_id: str, outcome: AckOutcome) -> None:
@@ -1108,6 +1236,40 @@ class Worker:
         runners = [h.runner for h in running if h.runner is not None]
         if runners:
             await asyncio.wait(runners, timeout=1.0)
+
+
+def traceback_text(exc: BaseException) -> str:
+    """``exc``'s traceback as Python prints it (chained exceptions included) from the handler's
+    frame on (the worker's own frames that called it are left out), at most
+    :data:`TRACEBACK_LIMIT_BYTES` of UTF-8: the innermost frames are kept, after the
+    ``Traceback (most recent call last):`` line that marks where it starts."""
+    found = traceback.TracebackException.from_exception(exc)
+    frames = list(found.stack)
+    skip = 0
+    while skip < len(frames) - 1 and frames[skip].filename.startswith(_SDK_DIR):
+        skip += 1
+    found.stack = traceback.StackSummary.from_list(frames[skip:])
+    text = "".join(found.format()).rstrip("\n")
+    raw = text.encode("utf-8", errors="replace")
+    if len(raw) <= TRACEBACK_LIMIT_BYTES:
+        return text
+    head = f"{TRACEBACK_HEAD}\n  ... (earlier lines cut)\n"
+    tail = raw[len(raw) - TRACEBACK_LIMIT_BYTES + len(head.encode()) :]
+    tail = tail[tail.find(b"\n") + 1 :]  # from a whole line
+    return head + tail.decode("utf-8", errors="ignore")
+
+
+def logs_with_traceback(logs: str | None, exc: BaseException) -> str:
+    """The handler's logs, then the traceback of ``exc`` (:func:`traceback_text`) on the
+    lines after them; the logs are cut first, so that both fit the 64 KiB the server keeps."""
+    trace = traceback_text(exc)
+    if not logs:
+        return trace
+    room = LOGS_LIMIT_BYTES - len(trace.encode("utf-8", errors="replace")) - 1
+    raw = logs.encode("utf-8", errors="replace")
+    if len(raw) > room:
+        logs = raw[:room].decode("utf-8", errors="ignore")
+    return f"{logs}\n{trace}"
 
 
 def _describe(exc: BaseException, limit: int) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from duetime.errors import StoreUnavailable
+from duetime.states import after_attempt
 from duetime.store.protocols import CompletionStore
 from duetime.types import AttemptOutcome, Completion, CompletionResult
 
@@ -106,6 +107,7 @@ async def complete_isolated(
             duration_ms=c.duration_ms,
             error=why,
             worker=c.worker,
+            status=after_attempt(False, None),
         )
         try:
             (result,) = await store.task_complete_many([failed])

@@ -1,7 +1,8 @@
 """What a store must do. Both backends implement :class:`Store`; ``duetime.testing.conformance``
 is the one suite that checks every contract below against each of them.
 
-Roles: :class:`Store` is the union of small protocols, one per role (tenants, target circuits,
+Roles: :class:`Store` is the union of small protocols, one per role (tenants, named
+credentials and the rows holding sealed values, target circuits,
 tasks, counters, promotion, claims, completions, leases, queues, leadership, schedules,
 occurrences, notifications, retention, history, the history archive, the store's life and clock).
 Each service depends on the role it uses — the leader on :class:`Leadership`, the promoter on
@@ -30,26 +31,36 @@ set, else the lease holder (``worker:<id>``), the schedule, ``api`` (creates) or
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from duetime.history.events import HistoryEvent, HistoryFilter
 from duetime.history.retention import RetentionPolicy, TaskArchiver
 from duetime.store.counters import CountKey, Reconciled
+from duetime.store.ended import EndedFeed
 from duetime.types import (
     ApiKey,
     Attempt,
     ClaimRequest,
+    ClientCertificate,
     Completion,
     CompletionResult,
+    Credential,
+    HeldPayload,
+    KeyFigure,
     Lease,
+    LeasedEnd,
     NewSchedule,
     NewTask,
+    NewWorkflow,
+    NotificationEvent,
     NotificationSettings,
+    ParentsOf,
     Queue,
     QueueSettings,
     QueueStats,
+    Release,
     Released,
     Schedule,
     ScheduleAdvance,
@@ -57,6 +68,8 @@ from duetime.types import (
     ScheduleDue,
     ScheduleFilter,
     ScheduleRevision,
+    SealedRow,
+    SigningKey,
     SigningSecret,
     StatusCount,
     TargetCircuit,
@@ -64,13 +77,17 @@ from duetime.types import (
     TaskCreated,
     TaskFilter,
     TaskPatch,
+    TaskStatus,
     Tenant,
     TenantQuotas,
     TenantUsage,
     Tick,
     TickFilter,
     TickOutcome,
+    UiSession,
     WorkerInfo,
+    Workflow,
+    WorkflowView,
 )
 
 
@@ -117,16 +134,16 @@ class LeaseCompleter(Protocol):
         lease_ids: Sequence[str],
         results: Sequence[str | None],
         logs: Sequence[str | None] | None = None,
-    ) -> dict[str, tuple[str, str]]:
+    ) -> dict[str, LeasedEnd]:
         """End as ``succeeded`` (with ``results[i]``, JSON text) each task of ``tenant_id``
         running under ``lease_ids[i]`` that has no dependents, writing its attempt (started at
         the lease's start, worker = the lease's holder, ``logs[i]`` recorded as
         :func:`~duetime.store.recorded.recordable` would) as :meth:`Store.task_complete_many`
         does, fenced alike (``logs`` None: no completion has logs). Returns lease_id →
-        (task_id, queue) for the ones it ended; the rest (stale, another tenant's, a task with
-        dependents, a repeated lease id) are left unchanged for the caller's general path
-        (:meth:`Store.task_leases_get` then :meth:`Store.task_complete_many`), which tells
-        stale from the rest."""
+        :class:`~duetime.types.LeasedEnd` for the ones it ended; the rest (stale, another
+        tenant's, a task with dependents, a repeated lease id) are left unchanged for the
+        caller's general path (:meth:`Store.task_leases_get` then
+        :meth:`Store.task_complete_many`), which tells stale from the rest."""
 
 
 @runtime_checkable
@@ -238,6 +255,44 @@ class SecretStore(Protocol):
         (an earlier expiry is kept). Returns the live secrets afterwards."""
 
 
+class CredentialStore(Protocol):
+    """A tenant's named credentials (``/v1/credentials``; the dispatcher reads them to deliver).
+    Secrets arrive sealed (:mod:`duetime.delivery.credentials`): the store keeps what it is
+    given."""
+
+    async def credential_put(
+        self, tenant_id: str, name: str, kind: str, secret: str
+    ) -> tuple[Credential, bool]:
+        """Create or replace the credential ``name`` (``created_at`` kept on a replace,
+        ``updated_at`` the store's now); the credential, and True when it was made now.
+        ``Conflict`` when the tenant holds
+        :data:`duetime.store.core.credentials.MAX_CREDENTIALS` others already."""
+
+    async def credential_get(self, tenant_id: str, name: str) -> Credential | None:
+        """The tenant's credential ``name`` (None: none, or another tenant's)."""
+
+    async def credential_list(self, tenant_id: str) -> list[Credential]:
+        """Every credential of the tenant, by name (byte order)."""
+
+    async def credential_delete(self, tenant_id: str, name: str) -> bool:
+        """Remove it; False when the tenant has none of that name."""
+
+
+class SealedStore(Protocol):
+    """The rows that hold sealed values, as ``duetime secrets rotate`` walks them (every
+    tenant's)."""
+
+    async def sealed_page(self, table: str, after: SealedRow | None, limit: int) -> list[SealedRow]:
+        """Up to ``limit`` rows of ``table`` (one of
+        :data:`duetime.store.core.credentials.SEALED_TABLES`) that may hold a credential, in key
+        order after ``after`` (None: from the first); ``ValidationError`` for another table."""
+
+    async def sealed_replace(self, row: SealedRow, new: str) -> bool:
+        """Write ``new`` in place of ``row.raw`` if the row still holds exactly that (and
+        change nothing else: no version, time or audit record moves); False when the row changed
+        or went since it was read."""
+
+
 # -- target circuits -----------------------------------------------------------------------------
 
 
@@ -253,6 +308,104 @@ class CircuitStore(Protocol):
 
     async def circuit_active(self, limit: int = 10_000) -> list[TargetCircuit]:
         """Up to ``limit`` circuits, of every tenant, open (or half-open) until after now."""
+
+
+# -- outbound identity, held payloads, dashboard sessions -----------------------------------------
+
+
+class SigningKeyStore(Protocol):
+    """The keys that sign OIDC ID tokens (:mod:`duetime.delivery.identity`)."""
+
+    async def signing_key_list(self) -> list[SigningKey]:
+        """Every stored key, oldest generation first."""
+
+    async def signing_key_add(
+        self,
+        kid: str,
+        generation: int,
+        algorithm: str,
+        public_jwk: dict[str, Any],
+        private_key: str,
+        signs_in_seconds: float,
+    ) -> bool:
+        """Add the key of ``generation`` (published at once, signing ``signs_in_seconds`` from
+        the store's now). False, adding nothing, when that generation exists: of nodes
+        rotating at once, one key is made."""
+
+    async def signing_key_delete(self, kids: Sequence[str]) -> int:
+        """Remove the keys ``kids``; how many were there."""
+
+
+class ClientCertificateStore(Protocol):
+    """Tenants' TLS client certificates (``/v1/client-certificates``), the key sealed."""
+
+    async def client_certificate_put(
+        self,
+        tenant_id: str,
+        name: str,
+        certificate: str,
+        private_key: str,
+        fingerprint: str,
+        subject: str,
+        not_after: datetime,
+    ) -> tuple[ClientCertificate, bool]:
+        """Create or replace the tenant's certificate ``name``; True when it was created."""
+
+    async def client_certificate_get(self, tenant_id: str, name: str) -> ClientCertificate | None:
+        """The tenant's certificate ``name``, or None."""
+
+    async def client_certificate_list(self, tenant_id: str) -> list[ClientCertificate]:
+        """The tenant's certificates, by name."""
+
+    async def client_certificate_delete(self, tenant_id: str, name: str) -> bool:
+        """Remove it; False when there was none."""
+
+
+class HeldPayloadStore(Protocol):
+    """Payloads duetime holds for tasks (``payload_held``)."""
+
+    async def held_payload_put(self, hold_id: str, tenant_id: str, payload_json: str) -> None:
+        """Hold ``payload_json`` under ``hold_id`` (no task yet: :meth:`held_payload_link`)."""
+
+    async def held_payload_link(self, hold_id: str, tenant_id: str, task_id: str) -> None:
+        """Record the task that refers to the hold (the sweep keeps it while the task is)."""
+
+    async def held_payload_get(self, tenant_id: str, hold_id: str) -> HeldPayload | None:
+        """The tenant's held payload ``hold_id``, or None."""
+
+    async def held_payload_delete(self, hold_id: str) -> bool:
+        """Remove it; False when there was none."""
+
+    async def held_payload_sweep(self, unlinked_seconds: float, limit: int) -> int:
+        """Remove up to ``limit`` holds no task refers to: unlinked for ``unlinked_seconds``,
+        or whose task is gone. Returns how many."""
+
+
+class SessionStore(Protocol):
+    """Dashboard sessions, by the SHA-256 of the cookie's random id."""
+
+    async def ui_session_create(
+        self,
+        token_hash: str,
+        tenant_id: str | None,
+        key_id: str | None,
+        lifetime_seconds: float,
+        idle_seconds: float,
+    ) -> UiSession:
+        """A new session (``tenant_id`` None: the admin's) ending ``lifetime_seconds`` from
+        the store's now at the latest; sessions past either limit are removed."""
+
+    async def ui_session_use(self, token_hash: str, idle_seconds: float) -> UiSession | None:
+        """The live session of ``token_hash``, its ``last_seen`` moved to now; None when it is
+        unknown, revoked, past its absolute limit, unused for ``idle_seconds``, or its API key
+        was deleted."""
+
+    async def ui_session_delete(self, token_hash: str) -> bool:
+        """End one session (logout); False when there was none."""
+
+    async def ui_session_revoke(self, tenant_id: str | None) -> int:
+        """End every session of ``tenant_id`` (None: every session, the admin's too); how
+        many."""
 
 
 # -- tasks: the API's side -------------------------------------------------------------------------
@@ -377,14 +530,16 @@ class CompletionStore(Protocol):
     async def task_complete_many(self, completions: Sequence[Completion]) -> list[CompletionResult]:
         """End attempts, fenced: only a ``running`` task whose ``lease_id`` matches is changed.
 
-        For each accepted completion one :class:`Attempt` row is written, and the task becomes
-        ``succeeded`` (outcome succeeded); else ``cancelled`` if a cancel was requested; else
-        ``retrying`` with ``due_at = now + retry_delay_seconds`` when that is not None; else
-        ``failed``. Dependents are released (every parent succeeded → ready/scheduled) or failed
-        (a parent failed or was cancelled), transitively. Results are in input order; a stale
-        lease gives ``accepted=False`` and changes nothing. A ``lease_expired`` completion (the
-        reaper's) is accepted only while the lease is actually expired by the store's now, so a
-        heartbeat that extended the lease after the reaper read it wins.
+        For each accepted completion one :class:`Attempt` row is written, and the task takes
+        the completion's decided ``status`` (:mod:`duetime.lifecycle.finish`) — ``cancelled``
+        instead when its cancel was requested and the status is not ``succeeded``
+        (:func:`duetime.states.after_cancel_request`); a ``retrying`` task is due at ``now +
+        retry_delay_seconds``. Dependents are released (every parent succeeded →
+        ready/scheduled) or failed (a parent failed or was cancelled), transitively. Results
+        are in input order; a stale lease gives ``accepted=False`` and changes nothing. A
+        ``lease_expired`` completion (the reaper's) is accepted only while the lease is
+        actually expired by the store's now, so a heartbeat that extended the lease after the
+        reaper read it wins.
 
         What is recorded is first made storable alike by every store
         (:func:`duetime.store.recorded.recordable`): outside text is cleaned and bounded, odd
@@ -396,16 +551,14 @@ class CompletionStore(Protocol):
         (a dispatcher delivering them) should stop and end the attempt."""
 
     async def task_release(
-        self,
-        lease_ids: Sequence[str],
-        delay_seconds: float | Sequence[float] = 0.0,
-        tenant_id: str | None = None,
+        self, releases: Sequence[Release], tenant_id: str | None = None
     ) -> dict[str, Released]:
-        """Hand back the tasks running under ``lease_ids`` (of ``tenant_id``, when given) without
-        spending their attempt: each waits again, ``ready`` now or ``scheduled`` until
-        ``delay_seconds`` from now (one delay, or one per lease), its lease gone. Returns lease
-        id → what became of the task; stale leases and tasks whose cancel was requested are
-        left out and unchanged. Fires ``ready_signal``/``due_signal``."""
+        """Hand back the tasks running under the releases' leases (of ``tenant_id``, when given)
+        without spending their attempt: each waits again in the release's ``status`` (``ready``
+        or ``scheduled``, decided by :mod:`duetime.lifecycle.release`), due ``delay_seconds``
+        from now, its lease gone. Returns lease id → what became of the task; stale leases and
+        tasks whose cancel was requested are left out and unchanged. Fires
+        ``ready_signal``/``due_signal``."""
 
 
 class LeaseStore(CompletionStore, Protocol):
@@ -453,6 +606,16 @@ class QueueStore(Protocol):
         ``name`` when given. Counts come from the maintained counters; ``oldest_due_lag_seconds``
         = now - the earliest ``due_at`` of its ``ready`` tasks, at least 0."""
 
+    async def queue_keys(
+        self, queue: Queue, limit: int = 10, keys: Sequence[str] = ()
+    ) -> list[KeyFigure]:
+        """The busiest keys of ``queue``'s limits per key (``queue`` as :meth:`queue_get` read
+        it): flow keys when it has a keyed rate limit, else concurrency keys when it has
+        ``max_concurrency_per_key``, else none. Most ready tasks first (counted among the first
+        10,000 ready tasks read), then most running; at most ``limit``, plus ``keys`` whatever
+        they hold, first. With a keyed rate limit each has its bucket's level and when its next
+        start is allowed, by the claim's own rule."""
+
     async def worker_seen(self, tenant_id: str, worker_id: str, queues: Sequence[str]) -> None:
         """Record that a pull worker called now (a lease poll or a heartbeat): the first call
         sets ``first_seen_at``, every call sets ``last_seen_at``; ``queues`` are added to the
@@ -464,6 +627,17 @@ class QueueStore(Protocol):
 
 
 # -- leadership ------------------------------------------------------------------------------------
+
+
+class FlowSweepStore(Protocol):
+    """What keyed flow control leaves behind, swept by the leader
+    (:class:`duetime.engine.flow.FlowSweeper`)."""
+
+    async def flow_sweep(self, limit: int = 1000) -> int:
+        """Remove up to ``limit`` ledger rows past their ``until`` (uniqueness windows,
+        debounces, throttles), up to ``limit`` per-key buckets full by now, and give up to
+        ``limit`` ready tasks of queues with a keyed rate limit that have no flow key the key
+        ``""`` (they follow the queue's own limits). Returns the rows changed."""
 
 
 class Leadership(Protocol):
@@ -676,6 +850,77 @@ class HistoryArchiveStore(PendingHistoryStore, Protocol):
         mass DELETE; SQLite: delete in bounded batches). False when there was nothing."""
 
 
+# -- what follows a task's end: waits, parents, children, workflows, notifications --------------
+
+
+class FollowStore(Protocol):
+    """Tasks that know each other (SPEC §3 "Workflows"): their creates, their parents and
+    children, and the end of tasks, which every wait shares (:mod:`duetime.lifecycle.waits`)."""
+
+    @property
+    def ended(self) -> EndedFeed:
+        """Ids of tasks that ended, published after each commit that ended them while someone
+        waits (:mod:`duetime.store.ended`)."""
+
+    async def task_create_graph(
+        self, ids: Sequence[str], tasks: Sequence[NewTask]
+    ) -> list[TaskCreated]:
+        """Create ``tasks`` under ``ids`` all or nothing, results in input order: a task may
+        depend on another of the call (``depends_on`` holds ids of the call or of existing
+        tasks), follows its ``on_parent_failure`` from the start (a parent already failed:
+        ``failed``, ``cancelled``, or counted as ended), and has its ``Follow`` row. An
+        idempotency key that exists is the existing task (``created=False``). Raises
+        ``ValidationError`` (``depends_on``: no such task of the tenant) and ``Conflict`` (a
+        key taken meanwhile by another create; a repeat finds it)."""
+
+    async def task_parents_of(
+        self, tenant_id: str, tasks: Sequence[Task], inline: int = ...
+    ) -> dict[str, ParentsOf]:
+        """The parents of each task of ``tasks`` with ``depends_on`` (``tenant_id``'s only), in
+        ``depends_on`` order; a result longer than ``inline`` bytes is left out and only its size
+        given (read it by the parent's id)."""
+
+    async def task_statuses(self, task_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        """The status of each task of ``task_ids`` that exists (of any tenant: for waits the
+        caller already checked)."""
+
+    async def task_children(self, tenant_id: str, parent_id: str) -> list[Task]:
+        """The tasks ``parent_id``'s handler spawned (``Follow.spawned_by``), oldest first."""
+
+    async def tasks_get(self, task_ids: Sequence[str]) -> dict[str, Task]:
+        """The tasks of ``task_ids`` that exist, by id (of any tenant: for waits, whose caller
+        already checked), in one read."""
+
+
+class WorkflowStore(Protocol):
+    """Workflows: a DAG of tasks made in one call (:mod:`duetime.lifecycle.workflow`)."""
+
+    async def workflow_create(
+        self, new: NewWorkflow, ids: Sequence[str], tasks: Sequence[NewTask]
+    ) -> tuple[WorkflowView, bool]:
+        """Create the workflow and its nodes (``tasks`` under ``ids``, each with a ``Follow``
+        naming the workflow and its ref) in one transaction, as :meth:`FollowStore.
+        task_create_graph` does; returns the workflow and True, or the existing one and False
+        when ``new.idempotency_key`` was used (nothing is made then)."""
+
+    async def workflow_get(self, tenant_id: str, workflow_id: str) -> WorkflowView | None:
+        """The workflow and its nodes in creation order (None: not the tenant's)."""
+
+    async def workflow_list(
+        self, tenant_id: str, limit: int = 100, cursor: str | None = None
+    ) -> list[tuple[Workflow, dict[str, int]]]:
+        """Newest first, after ``cursor`` (the last id of the previous page), each with its
+        nodes' counts by status."""
+
+    async def workflow_cancel(self, tenant_id: str, workflow_id: str) -> WorkflowView:
+        """Cancel every node not ended (waiting ones at once, running ones with their attempt);
+        ``NotFound``."""
+
+    async def workflow_replay(self, tenant_id: str, workflow_id: str) -> WorkflowView:
+        """Replay the failed and cancelled nodes (a new attempt series each: ``ready`` when its
+        parents succeeded, else ``blocked``); ``NotFound``."""
+
+
 # -- what each consumer uses -----------------------------------------------------------------------
 
 
@@ -683,9 +928,28 @@ class PromoterStore(PromotionStore, StoreClock, Protocol):
     """The promoter's store (:class:`duetime.engine.promoter.Promoter`)."""
 
 
-class DispatchStore(ClaimStore, CompletionStore, SecretStore, CircuitStore, TenantLookup, Protocol):
-    """The dispatcher's store: claims, completions and releases, signing secrets, circuits,
-    tenants' weights (:class:`duetime.engine.dispatcher.Dispatcher`)."""
+class ParentsReader(Protocol):
+    """The read a delivery of a task with parents makes (its body may carry their outcomes)."""
+
+    async def task_parents_of(
+        self, tenant_id: str, tasks: Sequence[Task], inline: int = ...
+    ) -> dict[str, ParentsOf]:
+        """See :meth:`FollowStore.task_parents_of`."""
+
+
+class DispatchStore(
+    ClaimStore,
+    CompletionStore,
+    SecretStore,
+    CredentialStore,
+    CircuitStore,
+    TenantLookup,
+    ParentsReader,
+    Protocol,
+):
+    """The dispatcher's store: claims, completions and releases, signing secrets, named
+    credentials, circuits, tenants' weights, the parents of the tasks it delivers
+    (:class:`duetime.engine.dispatcher.Dispatcher`)."""
 
 
 class ReaperStore(LeaseStore, StoreClock, Protocol):
@@ -700,20 +964,58 @@ class HistoryMaintenanceStore(RetentionStore, HistoryArchiveStore, StoreClock, P
     """History maintenance's store (:class:`duetime.engine.history.HistoryMaintenance`)."""
 
 
-class NotifierStore(NotificationStore, TaskStore, Protocol):
-    """The notifier's store: settings read, notification tasks made
+Compose = Callable[
+    [str, str, NotificationSettings | None, Sequence[NotificationEvent]], NewTask | None
+]
+"""``(tenant id, event type, the tenant's settings, its events) -> the notification task`` (None:
+nothing to send, the events are dropped: the tenant no longer asks for them)."""
+
+
+class OutboxStore(Protocol):
+    """Durable notifications (:mod:`duetime.store.core.outbox`): harm events recorded in the
+    transactions of their causes, sent by the leader's notifier
     (:class:`duetime.engine.notifier.Notifier`)."""
+
+    async def notification_record(
+        self, tenant_id: str, event_type: str, item: Mapping[str, Any]
+    ) -> None:
+        """Record one event of ``event_type`` for ``tenant_id`` (nothing when it did not ask
+        for that type), in a transaction of its own: for an event whose cause writes nothing
+        else (a create refused over a quota)."""
+
+    async def notifications_send(
+        self, window_seconds: float, max_events: int, compose: Compose
+    ) -> list[tuple[str, int]]:
+        """Per (tenant, type) whose last notification is at least ``window_seconds`` old: take
+        up to ``max_events`` of its events, make ``compose``'s notification task of them,
+        delete them and record the send — one transaction. Returns (type, events) per
+        notification made."""
+
+    async def notification_events_count(self) -> int:
+        """Events waiting to be sent (all tenants)."""
+
+
+class CreateStore(TaskStore, QueueStore, FollowStore, Protocol):
+    """What a create uses: tasks made (the hot path's create, and the graph create of tasks
+    with something to follow their end), and the queue's flow rules read
+    (:class:`duetime.lifecycle.create.Creator`)."""
 
 
 class PullStore(ClaimStore, LeaseStore, QueueStore, Protocol):
     """The lease API's store: claims, leases, queue settings and workers seen
-    (:class:`duetime.api.leasing.LeaseHub`)."""
+    (:class:`duetime.lifecycle.lease.LeaseHub`)."""
+
+
+class OutboundStore(SigningKeyStore, ClientCertificateStore, Protocol):
+    """What webhooks need to present an identity: signing keys and client certificates
+    (:class:`duetime.delivery.identity.OutboundIdentity`)."""
 
 
 class ApiStore(
     Lifecycle,
     TenantStore,
     SecretStore,
+    CredentialStore,
     CircuitStore,
     TaskStore,
     CounterStore,
@@ -724,11 +1026,27 @@ class ApiStore(
     NotificationStore,
     RetentionStore,
     HistoryStore,
+    SigningKeyStore,
+    ClientCertificateStore,
+    HeldPayloadStore,
+    SessionStore,
+    FollowStore,
+    WorkflowStore,
+    OutboxStore,
     Protocol,
 ):
     """What the HTTP API and the dashboard use: every role but those only the engine's leader
     plays (leadership, promotion, occurrences, the history archive)."""
 
 
-class Store(ApiStore, Leadership, PromotionStore, OccurrenceStore, HistoryArchiveStore, Protocol):
+class Store(
+    ApiStore,
+    Leadership,
+    PromotionStore,
+    OccurrenceStore,
+    HistoryArchiveStore,
+    SealedStore,
+    FlowSweepStore,
+    Protocol,
+):
     """The durable state of duetime: every role."""

@@ -20,8 +20,9 @@ from typing import Any
 import orjson
 
 from duetime.retry import MAX_BACKOFF_SECONDS, MAX_RETRY_AFTER_SECONDS
+from duetime.states import ENDINGS
 from duetime.text import clean
-from duetime.types import Completion, RetryPolicy
+from duetime.types import Completion, RetryPolicy, TaskStatus
 
 ERROR_LIMIT_BYTES = 4096
 """An attempt's ``error`` (and the task's ``last_error``) keeps its first 4 KiB."""
@@ -55,7 +56,10 @@ def recordable(c: Completion) -> Completion:
     - ``result_json``: kept when it is JSON text within :data:`RESULT_LIMIT_BYTES`; otherwise
       the (cleaned, cut) text itself is recorded as a JSON string.
     - ``http_status`` outside 0-999 is dropped; a non-finite or negative ``duration_ms`` is 0; a
-      ``retry_delay_seconds`` is bounded to ``[0, MAX_RETRY_DELAY_SECONDS]`` (NaN = 0).
+      ``retry_delay_seconds`` is bounded to ``[0, MAX_RETRY_DELAY_SECONDS]`` (NaN = 0) and
+      kept only for a ``retrying`` status.
+    - ``status`` must be one an attempt can end a task in (``ValueError`` otherwise: a bug of
+      the caller, which isolation then records as the task's failure).
     """
     error = c.error if c.error is None else _clean(c.error, ERROR_LIMIT_BYTES)
     worker = c.worker if c.worker is None else _clean(c.worker, WORKER_LIMIT_BYTES)
@@ -68,9 +72,13 @@ def recordable(c: Completion) -> Completion:
     duration = c.duration_ms
     if not (isinstance(duration, float | int) and math.isfinite(duration) and duration >= 0):
         duration = 0.0
+    if c.status not in ENDINGS:
+        raise ValueError(f"an attempt cannot end a task as {c.status!s}")
     delay = c.retry_delay_seconds
-    if delay is not None and not 0.0 <= delay <= MAX_RETRY_DELAY_SECONDS:
-        delay = 0.0 if math.isnan(delay) or delay < 0 else MAX_RETRY_DELAY_SECONDS
+    if c.status is not TaskStatus.RETRYING:
+        delay = None
+    elif delay is None or not 0.0 <= delay <= MAX_RETRY_DELAY_SECONDS:
+        delay = 0.0 if delay is None or math.isnan(delay) or delay < 0 else MAX_RETRY_DELAY_SECONDS
     if (
         error == c.error
         and worker == c.worker
@@ -95,6 +103,7 @@ def recordable(c: Completion) -> Completion:
         worker=worker,
         logs=logs,
         response=response,
+        status=c.status,
     )
 
 

@@ -31,17 +31,23 @@ Dialect = Literal["sqlite", "postgres"]
 
 PLAN_FILES = (
     "circuits.sql",
-    "dependencies.sql",
+    "credentials.sql",
+    "flow.sql",
+    "follow.sql",
+    "graph.sql",
     "history.sql",
     "hot.sql",
+    "identity.sql",
     "leadership.sql",
     "leases.sql",
     "lifecycle.sql",
     "notifications.sql",
+    "outbox.sql",
     "queueing.sql",
     "schedules.sql",
     "tasks.sql",
     "tenancy.sql",
+    "workflows.sql",
 )
 """The query files, one per domain of :mod:`duetime.store.core`, that each backend ships in its
 own dialect with the same statements: what the core's plans name."""

@@ -25,7 +25,9 @@ from typing import Any
 from duetime.clock import FakeClock
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.ids import new_id
+from duetime.states import after_attempt
 from duetime.store.protocols import Leadership, Signal, Store
+from duetime.target_types import PUSH_TYPES
 from duetime.types import (
     AttemptOutcome,
     ClaimRequest,
@@ -45,7 +47,6 @@ S = TaskStatus
 WORKER = {"type": "worker"}
 HTTP = {"type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {}}
 ALL_TYPES = frozenset(TargetType)
-PUSH_TYPES = frozenset(t for t in TargetType if t is not TargetType.WORKER)
 _names = itertools.count(1)
 
 
@@ -151,6 +152,7 @@ def _completion(
         worker=worker,
         logs=logs,
         response=response,
+        status=after_attempt(outcome is AttemptOutcome.SUCCEEDED, delay),
     )
 
 
@@ -1386,6 +1388,7 @@ async def test_complete_with_stale_lease_changes_nothing(store: Store, clock: Fa
         outcome=AttemptOutcome.SUCCEEDED,
         started_at=clock.now(),
         duration_ms=1,
+        status=TaskStatus.SUCCEEDED,
     )
     assert (await _complete(store, ghost)).accepted is False
     assert await _get(store, waiting) == waiting

@@ -12,7 +12,8 @@ from collections import Counter
 
 from duetime.clock import FakeClock
 from duetime.store.protocols import Store
-from duetime.testing.conformance import HTTP, PUSH_TYPES, _create, _drain, _succeed, _tenant
+from duetime.target_types import PUSH_TYPES
+from duetime.testing.conformance import HTTP, _create, _drain, _succeed, _tenant
 from duetime.testing.conformance_queues import _dispatch, _ids, _lease_for, _tasks
 from duetime.types import ClaimRequest, Lease, QueueSettings, Task, TenantQuotas
 

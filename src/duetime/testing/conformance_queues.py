@@ -14,10 +14,10 @@ from typing import Any
 
 from duetime.clock import FakeClock
 from duetime.store.protocols import Store
+from duetime.target_types import PUSH_TYPES
 from duetime.testing.conformance import (
     ALL_TYPES,
     HTTP,
-    PUSH_TYPES,
     _claim,
     _complete,
     _completion,

@@ -37,7 +37,7 @@ from duetime.testing.conformance import (
     _tenant,
 )
 from duetime.text import REPLACEMENT, clean
-from duetime.types import AttemptOutcome, Completion
+from duetime.types import AttemptOutcome, Completion, TaskStatus
 
 HOSTILE: dict[str, str] = {
     "nul": "before\x00after",
@@ -54,7 +54,8 @@ HOSTILE: dict[str, str] = {
     "quotes-and-backslashes": '"\\' * 50,
     "empty": "",
 }
-"""Outside text that one store or the other used to refuse or keep differently."""
+"""Outside text for the completion contracts: what a database given it raw may refuse or keep
+differently (NUL, other controls, lone surrogates, text past the limits), beside plain cases."""
 
 LONG_LOGS: dict[str, str] = {
     "multiline": "line 1\n\tline 2\r\nline 3\x00 end\n",
@@ -243,5 +244,6 @@ def _any_completion(**fields: Any) -> Completion:
         "outcome": AttemptOutcome.SUCCEEDED,
         "started_at": datetime(2030, 1, 1, tzinfo=UTC),
         "duration_ms": 1.0,
+        "status": TaskStatus.SUCCEEDED,
     }
     return Completion(**(base | fields))

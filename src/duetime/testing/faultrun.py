@@ -22,6 +22,7 @@ import asyncpg
 import httpx
 import orjson
 
+from duetime.store.postgres.schema import connect as pg_connect
 from duetime.testing import invariants
 
 TERMINAL_SQL = "('succeeded', 'failed', 'cancelled')"
@@ -84,7 +85,7 @@ def create_all(
 
 
 async def _pg_open(url: str) -> int:
-    conn = await asyncpg.connect(url, timeout=10)
+    conn = await pg_connect(url, timeout=10)
     try:
         found = await conn.fetchval(
             f"SELECT count(*) FROM tasks WHERE status NOT IN {TERMINAL_SQL}"

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import asyncpg
+from duetime.store.postgres.schema import connect as pg_connect
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 UNSUCCESSFUL = frozenset({"lease_expired", "timed_out", "failed"})
@@ -118,7 +118,7 @@ class Stored(NamedTuple):
 async def read_postgres(url: str) -> Stored:
     """Every task, attempt and task audit record of the PostgreSQL database at ``url``, the
     records still waiting in ``history_pending`` included."""
-    conn = await asyncpg.connect(url, timeout=10)
+    conn = await pg_connect(url, timeout=10)
     try:
         tasks = await conn.fetch("SELECT id::text AS id, status, attempts, last_error FROM tasks")
         attempts = await conn.fetch(

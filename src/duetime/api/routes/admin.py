@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from duetime.api import render
 from duetime.api.convert import path_text
-from duetime.api.deps import AdminCall, admin_call, body_schema, json_body
+from duetime.api.deps import AdminCall, Services, admin_call, body_schema, json_body
 from duetime.api.problems import problem_responses
 from duetime.api.schemas import (
     ApiKeyOut,
@@ -150,13 +150,20 @@ async def patch_tenant(tenant_id: str, admin: AdminCall, request: Request) -> Re
     holds on this node at once and on every other node within 5 s."""
     tenant = await _tenant(admin.store, tenant_id)
     body = await json_body(request, TenantQuotasIn)
+    updated = await tenant_quotas_change(admin, tenant, body)
+    return render.json_response(await _tenant_out(admin.store, updated))
+
+
+async def tenant_quotas_change(admin: Services, tenant: Tenant, body: TenantQuotasIn) -> Tenant:
+    """Apply a quotas change: the fields ``body`` sets (``null`` removes a limit, and puts
+    ``weight`` back to 1), the others kept; this node's quota gate forgets the old ones."""
     changes = {name: getattr(body, name) for name in body.model_fields_set}
     if changes.get("weight", 1) is None:
         changes["weight"] = 1
     quotas: TenantQuotas = dataclasses.replace(tenant.quotas, **changes)
     updated = await admin.store.tenant_quotas_put(tenant.id, quotas)
     admin.quotas.forget(tenant.id)
-    return render.json_response(await _tenant_out(admin.store, updated))
+    return updated
 
 
 @router.delete(

@@ -9,19 +9,26 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
-from duetime.api.convert import query_time
+from duetime.api.convert import LABEL_FILTER, query_time, text_filter, word_list
 from duetime.api.deps import TenantCall, services
+from duetime.api.fields import rules
 from duetime.api.history_schemas import HistoryListOut
 from duetime.api.problems import problem_responses
 from duetime.errors import ValidationError
 from duetime.history.events import (
+    KINDS,
     MAX_HISTORY_LIMIT,
+    OUTCOMES,
     HistoryEvent,
     HistoryFilter,
     decode_history_cursor,
     encode_history_cursor,
 )
 from duetime.history.query import ColdTier, history_page
+from duetime.secrets.sealed import redact
+
+_KINDS = word_list(KINDS)
+_OUTCOMES = word_list(OUTCOMES)
 
 router = APIRouter(prefix="/v1", tags=["history"], responses=problem_responses(400, 401, 422, 503))
 
@@ -62,7 +69,7 @@ def event_json(e: HistoryEvent) -> dict[str, Any]:
         "from_status": e.from_status,
         "to_status": e.to_status,
         "actor": e.actor,
-        "fields": None if e.fields is None else dict(e.fields),
+        "fields": None if e.fields is None else redact(dict(e.fields)),
         "attempt": e.attempt,
         "outcome": e.outcome,
         "error": e.error,
@@ -86,11 +93,25 @@ async def list_history(
     schedule_id: str | None = None,
     name: str | None = None,
     queue: str | None = None,
-    kind: Annotated[list[str], Query(description="task, attempt, schedule; repeat or comma")] = [],  # noqa: B006
-    outcome: Annotated[list[str], Query(description="Attempt outcomes; repeat or comma")] = [],  # noqa: B006
-    label: Annotated[list[str], Query(description="key:value, repeatable")] = [],  # noqa: B006
+    kind: Annotated[
+        list[str],
+        Query(description="task, attempt, schedule; repeat or comma", json_schema_extra=_KINDS),
+    ] = [],  # noqa: B006
+    outcome: Annotated[
+        list[str],
+        Query(description="Attempt outcomes; repeat or comma", json_schema_extra=_OUTCOMES),
+    ] = [],  # noqa: B006
+    label: Annotated[
+        list[str], Query(description="key:value, repeatable", json_schema_extra=LABEL_FILTER)
+    ] = [],  # noqa: B006
     since: Annotated[str | None, Query(description="RFC 3339; at >= this")] = None,
-    until: Annotated[str | None, Query(description="RFC 3339; at < this")] = None,
+    until: Annotated[
+        str | None,
+        Query(
+            description="RFC 3339; at < this",
+            json_schema_extra=rules(("until", "until must be later than since")),
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_LIMIT)] = 100,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Response:
@@ -98,16 +119,17 @@ async def list_history(
     and the archive alike; ``next_cursor`` is null on the last page."""
     labels: dict[str, str] = {}
     for item in label:
+        text_filter(item, "label")
         key, sep, value = item.partition(":")
         if not sep or not key:
             raise ValidationError(f"{item!r} is not key:value", field="label")
         labels[key] = value
     query = HistoryFilter(
         tenant_id=call.tenant_id,
-        task_id=task_id,
-        schedule_id=schedule_id,
-        name=name,
-        queue=queue,
+        task_id=text_filter(task_id, "task_id"),
+        schedule_id=text_filter(schedule_id, "schedule_id"),
+        name=text_filter(name, "name"),
+        queue=text_filter(queue, "queue"),
         kinds=_words(kind),
         outcomes=_words(outcome),
         labels=labels,

@@ -7,7 +7,7 @@ current (expired and reaped, already ended, unknown, or another tenant's) answer
 such items instead. Complete and fail answer the same small body as one batch item
 (``{"lease_id", "status": "ok", "task_id", "task_status"}``), which costs no extra read.
 
-Thin: the machinery is in :mod:`duetime.api.leasing`, the bodies in
+Thin: the machinery is in :mod:`duetime.lifecycle.lease`, the bodies in
 :mod:`duetime.api.queue_schemas`.
 """
 
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from duetime.api import render
-from duetime.api.deps import body_schema, json_body, services, tenant_call
+from duetime.api.deps import Caller, body_schema, json_body, services, tenant_call
 from duetime.api.lean import LeanRoute
-from duetime.api.leasing import Ack, AckResult, hub, result_json
-from duetime.api.problems import PayloadTooLarge, problem_responses
+from duetime.api.problems import problem_responses
 from duetime.api.queue_schemas import (
     AckListOut,
     AckOut,
@@ -40,8 +40,15 @@ from duetime.api.queue_schemas import (
     ReleaseOut,
 )
 from duetime.api.routes.queues import queue_name
-from duetime.errors import StaleLease
-from duetime.types import Lease, Released
+from duetime.api.routes.wellknown import identity
+from duetime.delivery.parents import parents_json
+from duetime.delivery.payload_access import held_id
+from duetime.errors import PayloadTooLarge, StaleLease
+from duetime.lifecycle.acks import AckResult
+from duetime.lifecycle.finish import Ack
+from duetime.lifecycle.lease import LeaseHub
+from duetime.lifecycle.release import release
+from duetime.types import Lease, ParentsOf, Released
 
 router = APIRouter(
     prefix="/v1",
@@ -53,14 +60,49 @@ router = APIRouter(
 _STALE = "lease {} is not current: it expired, was reclaimed or ended, or is unknown"
 
 
-def lease_json(lease: Lease) -> dict[str, Any]:
-    return {
+def hub(request: Request) -> LeaseHub:
+    """The node's :class:`~duetime.lifecycle.lease.LeaseHub`."""
+    return services(request).leases
+
+
+def lease_json(
+    lease: Lease, parents: ParentsOf | None = None, payload_url: str | None = None
+) -> dict[str, Any]:
+    """One lease; a task with ``depends_on`` also carries its ``parents``' outcomes
+    (:mod:`duetime.delivery.parents`: the SDK's ``job.parents``), a task whose payload duetime
+    holds the URL that reads it during this attempt (``payload_url``)."""
+    found = {
         "lease_id": lease.lease_id,
         "lease_expires_at": lease.lease_expires_at,
         "attempt": lease.attempt,
         "traceparent": lease.task.traceparent,
         "task": render.task(lease.task),
     }
+    if parents is not None:
+        found["parents"] = parents_json(parents.parents)
+    if payload_url is not None:
+        found["payload_url"] = payload_url
+    return found
+
+
+async def _leases_json(request: Request, call: Caller, leases: list[Lease]) -> list[dict[str, Any]]:
+    """The leases as answered (see :func:`lease_json`)."""
+    parents: dict[str, ParentsOf] = {}
+    if any(lease.task.depends_on for lease in leases):  # workflows: the parents' outcomes
+        parents = await call.store.task_parents_of(call.tenant_id, [x.task for x in leases])
+    urls: dict[str, str] = {}
+    if any(held_id(lease.task.payload_ref) for lease in leases):
+        found = services(request)
+        tokens = identity(request).payloads
+        now = await found.store.now()
+        for lease in leases:
+            if held_id(lease.task.payload_ref):
+                urls[lease.task.id] = tokens.url(
+                    found.settings.issuer, lease.task.id, lease.task.tenant_id, lease.attempt, now
+                )
+    return [
+        lease_json(lease, parents.get(lease.task.id), urls.get(lease.task.id)) for lease in leases
+    ]
 
 
 @router.post(
@@ -77,7 +119,7 @@ async def lease_tasks(name: str, request: Request) -> Response:
     queue = queue_name(name)
     body = await json_body(request, LeaseIn)
     leases = await hub(request).lease(
-        request,
+        request.is_disconnected,
         call.tenant_id,
         queue,
         worker_id=body.worker_id,
@@ -86,7 +128,7 @@ async def lease_tasks(name: str, request: Request) -> Response:
         wait_seconds=body.wait_seconds,
         names=body.names,
     )
-    return render.json_response({"leases": [lease_json(lease) for lease in leases]})
+    return render.json_response({"leases": await _leases_json(request, call, leases)})
 
 
 @router.post(
@@ -127,7 +169,7 @@ def _one(result: AckResult) -> Response:
 
 def _result(value: Any, limit: int, field: str) -> str:
     """The result's JSON text, refused (413) over ``limit`` bytes (the payload limit)."""
-    data = result_json(value)
+    data = orjson.dumps(value)
     if len(data) > limit:
         raise PayloadTooLarge(f"the result is over the {limit}-byte limit", field=field)
     return data.decode()
@@ -260,7 +302,7 @@ async def release_lease(lease_id: str, request: Request) -> Response:
     current, or the task's cancel was requested (fail the lease instead)."""
     call = await tenant_call(request)
     body = await json_body(request, ReleaseIn, optional=True)
-    found = await call.store.task_release([lease_id], body.delay_seconds, call.tenant_id)
+    found = await release(call.store, [lease_id], body.delay_seconds, call.tenant_id)
     if lease_id not in found:
         raise StaleLease(_STALE.format(lease_id))
     return render.json_response(_released(lease_id, found[lease_id]))
@@ -276,7 +318,7 @@ async def release_leases(request: Request) -> Response:
     """Hand back up to 1,000 leases; a stale one is reported as ``"stale"``, never an error."""
     call = await tenant_call(request)
     body = await json_body(request, ReleaseBatchIn, batch=True)
-    found = await call.store.task_release(body.lease_ids, body.delay_seconds, call.tenant_id)
+    found = await release(call.store, body.lease_ids, body.delay_seconds, call.tenant_id)
     return render.json_response(
         {"items": [_released(lease_id, found.get(lease_id)) for lease_id in body.lease_ids]}
     )

@@ -1,8 +1,9 @@
 """``/v1/tenant/notifications``: where the calling tenant's harm events go (SPEC §9).
 
 ``PUT`` sets the event types and the ``http`` target (checked like a task's target: the network
-guard applies), ``GET`` reads them (404 when none are set), ``DELETE`` removes them. Events are
-delivered as signed webhooks by the engine (see :mod:`duetime.notify`).
+guard applies, and its credentials are sealed; answers show them as ``***`` and a fingerprint),
+``GET`` reads them (404 when none are set), ``DELETE`` removes them. Events are delivered as
+signed webhooks by the engine (see :mod:`duetime.notify`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from duetime.api import render
 from duetime.api.deps import TenantCall, body_schema, json_body
 from duetime.api.problems import problem_responses
 from duetime.api.schemas import HttpTarget, StrictModel
+from duetime.delivery.redact import public_target
 from duetime.errors import NotFound
 from duetime.notify.events import EVENT_TYPES
 from duetime.types import NotificationSettings
@@ -27,14 +29,19 @@ router = APIRouter(
     responses=problem_responses(400, 401, 422, 503),
 )
 
-EventType = Literal["task.dead_lettered", "schedule.tick_missed", "target.circuit_opened"]
+EventType = Literal[
+    "task.dead_lettered", "schedule.tick_missed", "target.circuit_opened", "tenant.quota_reached"
+]
 assert set(EventType.__args__) == set(EVENT_TYPES)  # type: ignore[attr-defined]
 
 
 class NotificationsIn(StrictModel):
     """The harm events to be told of, and the webhook they go to."""
 
-    events: Annotated[list[EventType], Field(min_length=1, max_length=len(EVENT_TYPES))]
+    events: Annotated[
+        list[EventType],
+        Field(min_length=1, max_length=len(EVENT_TYPES), json_schema_extra={"uniqueItems": True}),
+    ]
     target: HttpTarget
 
     @field_validator("events")
@@ -52,7 +59,11 @@ class NotificationsOut(BaseModel):
 
 
 def _out(found: NotificationSettings) -> dict[str, Any]:
-    return {"events": list(found.events), "target": found.target, "updated_at": found.updated_at}
+    return {
+        "events": list(found.events),
+        "target": public_target(found.target),
+        "updated_at": found.updated_at,
+    }
 
 
 @router.put(
@@ -64,9 +75,7 @@ def _out(found: NotificationSettings) -> dict[str, Any]:
 async def put_notifications(call: TenantCall, request: Request) -> Response:
     """Replace the tenant's notification settings."""
     body = await json_body(request, NotificationsIn)
-    target = body.target.model_dump()
-    if call.builder.validate_target is not None:
-        call.builder._check_target(target, "")
+    target = call.builder.check_target(body.target.model_dump(), "", call.tenant_id)
     found = await call.store.notification_put(call.tenant_id, body.events, target)
     return render.json_response(_out(found))
 

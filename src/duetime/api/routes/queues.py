@@ -20,16 +20,21 @@ from starlette.responses import Response
 
 from duetime.api import render
 from duetime.api.deps import TenantCall, body_schema, json_body
+from duetime.api.flow_view import key_json, keyed, rules_json
 from duetime.api.problems import problem_responses
 from duetime.api.queue_schemas import QueueListOut, QueueOut, QueuePutIn, WorkerListOut
 from duetime.errors import NotFound, ValidationError
+from duetime.flow.rules import flow_rules
 from duetime.history.retention import RetentionPolicy, parse_retention
 from duetime.store.core.hot import bucket_tokens
+from duetime.store.protocols import QueueStore
 from duetime.types import Queue, QueueSettings, QueueStats, TaskStatus, WorkerInfo
 
 router = APIRouter(prefix="/v1", tags=["queues"], responses=problem_responses(400, 401, 422, 503))
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+KEYS_SHOWN = 10
+"""The busiest keys ``GET /v1/queues/{name}`` lists."""
 DEFAULT_LIVE_WITHIN_SECONDS = 60.0
 
 
@@ -71,6 +76,40 @@ def _tokens(queue: Queue, now: datetime) -> float:
     return bucket_tokens(queue.tokens, elapsed, rate, queue.settings.burst)
 
 
+def queue_settings(body: QueuePutIn) -> QueueSettings:
+    """The settings a ``PUT`` body asks for (its retention aside); ``ValidationError`` for a
+    ``burst`` without the rate it sizes, and for a flow rule that cannot work, naming it
+    (``key_limit.rate``, ``debounce.max_wait``; :mod:`duetime.flow.rules`)."""
+    if body.burst is not None and body.rate_limit_per_second is None:
+        raise ValidationError(
+            "burst needs rate_limit_per_second (it sizes that bucket)", field="burst"
+        )
+    doc = body.model_dump(include={"key_limit", "unique", "debounce", "throttle"})
+    flow, most = flow_rules({k: _given(v) for k, v in doc.items()})
+    per_key = body.max_concurrency_per_key
+    if most is not None and per_key is not None and most != per_key:
+        raise ValidationError(
+            f"key_limit.max_concurrency is the queue's max_concurrency_per_key ({per_key}): "
+            "give one of them, or the same",
+            field="key_limit.max_concurrency",
+        )
+    return QueueSettings(
+        rate_limit_per_second=body.rate_limit_per_second,
+        burst=body.burst,
+        max_concurrency=body.max_concurrency,
+        max_concurrency_per_key=most if most is not None else per_key,
+        paused=body.paused,
+        flow=flow,
+    )
+
+
+def _given(value: Any) -> Any:
+    """A rule as its request gave it: the fields left out are absent, not null."""
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if v is not None}
+    return value
+
+
 def queue_json(
     name: str, queue: Queue | None, stats: QueueStats | None, now: datetime
 ) -> dict[str, Any]:
@@ -92,6 +131,7 @@ def queue_json(
         "oldest_due_lag_seconds": None if stats is None else stats.oldest_due_lag_seconds,
         "tokens": round(_tokens(queue, now), 3) if limited and queue is not None else None,
         "held_by": held_by(queue, counts, now),
+        **rules_json(settings),
     }
 
 
@@ -120,21 +160,13 @@ async def put_queue(name: str, call: TenantCall, request: Request) -> Response:
     queue = queue_name(name)
     body = await json_body(request, QueuePutIn, optional=True)
     retention = parse_retention(body.retention or {})
-    if body.burst is not None and body.rate_limit_per_second is None:
-        raise ValidationError(
-            "burst needs rate_limit_per_second (it sizes that bucket)", field="burst"
-        )
-    settings = QueueSettings(
-        rate_limit_per_second=body.rate_limit_per_second,
-        burst=body.burst,
-        max_concurrency=body.max_concurrency,
-        max_concurrency_per_key=body.max_concurrency_per_key,
-        paused=body.paused,
-    )
-    stored = await call.store.queue_put(call.tenant_id, queue, settings)
+    stored = await call.store.queue_put(call.tenant_id, queue, queue_settings(body))
+    if call.creator.flows is not None:
+        call.creator.flows.forget(call.tenant_id, queue)
     await call.store.queue_retention_put(call.tenant_id, queue, retention)
     stats = await call.store.queue_stats(call.tenant_id, queue)
     found = queue_json(queue, stored, stats[0] if stats else None, await call.store.now())
+    found = await with_keys(call.store, stored, found)
     return render.json_response({**found, "retention": retention.to_json()})
 
 
@@ -171,7 +203,9 @@ async def list_queues(call: TenantCall) -> Response:
 )
 async def get_queue(name: str, call: TenantCall) -> Response:
     """The queue's settings and live figures; 404 when it is neither configured nor named by
-    any task."""
+    any task. A queue with limits per key lists its busiest keys (``keys``: ready and running
+    tasks, its rate limit's bucket, what holds each one and why), and ``held_by`` says
+    ``key_limit`` while a key's rate limit holds ready tasks back."""
     queue = queue_name(name)
     stored, figures = await asyncio.gather(
         call.store.queue_get(call.tenant_id, queue), call.store.queue_stats(call.tenant_id, queue)
@@ -180,7 +214,23 @@ async def get_queue(name: str, call: TenantCall) -> Response:
         raise NotFound(f"no queue {queue!r}: no task names it and it was never configured")
     found = queue_json(queue, stored, figures[0] if figures else None, await call.store.now())
     retention: RetentionPolicy = await call.store.queue_retention_get(call.tenant_id, queue)
+    found = await with_keys(call.store, stored, found)
     return render.json_response({**found, "retention": retention.to_json()})
+
+
+async def with_keys(
+    store: QueueStore, queue: Queue | None, found: dict[str, Any]
+) -> dict[str, Any]:
+    """``found`` (a queue's JSON) with its busiest keys when it has limits per key, and
+    ``key_limit`` in ``held_by`` while a key's rate limit holds ready tasks back."""
+    if queue is None or not keyed(queue.settings):
+        return found
+    figures = await store.queue_keys(queue, KEYS_SHOWN)
+    keys = [key_json(f, queue.settings, queue.name) for f in figures]
+    held = found["held_by"]
+    if any("rate" in k["held_by"] for k in keys) and "key_limit" not in held:
+        held = [*held, "key_limit"]
+    return {**found, "keys": keys, "held_by": held}
 
 
 @router.get(

@@ -1,4 +1,5 @@
-"""``/v1/schedules/by-key/{key}``: declarative schedules (SPEC §3 "Schedules").
+"""``/v1/schedules/by-key/{key}``: declarative schedules (SPEC §3 "Schedules"), and the schedule
+a key names (``GET``).
 
 ``PUT`` declares a schedule by a tenant-unique key: created when no live schedule holds the key
 (201), otherwise changed to match the body (200), or left as it is (200, no revision) when
@@ -24,12 +25,12 @@ from duetime.api.schedule_ops import (
     actor_of,
     anchor_from,
     config_from_create,
-    next_run_after,
-    schedule_json,
+    revision_fields,
+    schedule_out,
 )
 from duetime.api.schedule_schemas import ScheduleCreate, ScheduleOut
 from duetime.errors import Conflict, NotFound
-from duetime.schedule.config import config_diff, config_to_json, spec_of
+from duetime.schedule.config import config_diff
 from duetime.text import check
 from duetime.types import NewSchedule, ScheduleChange
 
@@ -70,7 +71,9 @@ async def declare_schedule(key: KeyPath, call: TenantCall, request: Request) -> 
         if current is None:
             await call.quotas.admit_schedule(call.tenant_id)
             anchor = anchor_from(now)
-            config = config_from_create(body, call.builder, call.tenant_id, anchor, now)
+            config, first = await config_from_create(
+                call.evaluations, body, call.builder, call.tenant_id, anchor, now
+            )
             try:
                 created = await call.store.schedule_create(
                     NewSchedule(
@@ -79,19 +82,24 @@ async def declare_schedule(key: KeyPath, call: TenantCall, request: Request) -> 
                         anchor_at=anchor,
                         materialized_until=now,
                         actor=actor,
-                        revision=config_to_json(config),
-                        next_run_at=next_run_after(spec_of(config, anchor), now),
+                        revision=revision_fields(config, call.builder, call.tenant_id),
+                        next_run_at=first,
                         key=key,
                     )
                 )
             except Conflict:  # another declaration made it first: compare with that one
                 continue
-            return render.json_response(schedule_json(created, now), 201)
+            return render.json_response(await schedule_out(call, created, now), 201)
         # Validated against the schedule's own anchor: an `every` keeps counting from it.
-        config = config_from_create(body, call.builder, call.tenant_id, current.anchor_at, now)
-        before, after = config_diff(config_to_json(current.config), config_to_json(config))
+        config, _ = await config_from_create(
+            call.evaluations, body, call.builder, call.tenant_id, current.anchor_at, now
+        )
+        before, after = config_diff(
+            revision_fields(current.config, call.builder, call.tenant_id),
+            revision_fields(config, call.builder, call.tenant_id),
+        )
         if not before and not after:
-            return render.json_response(schedule_json(current, now))
+            return render.json_response(await schedule_out(call, current, now))
         change = ScheduleChange(
             current.version, "update", actor, before, after, config=config, rewind_to=now
         )
@@ -99,5 +107,22 @@ async def declare_schedule(key: KeyPath, call: TenantCall, request: Request) -> 
             updated = await call.store.schedule_update(call.tenant_id, current.id, change)
         except (Conflict, NotFound):  # changed or deleted since we read it: read it again
             continue
-        return render.json_response(schedule_json(updated, now))
+        return render.json_response(await schedule_out(call, updated, now))
     raise Conflict(f"schedule {key!r} kept changing while being declared; try again")
+
+
+@router.get(
+    "/by-key/{key}",
+    summary="Read the schedule a key names",
+    responses={
+        200: {"model": ScheduleOut, "description": "The schedule"},
+        **problem_responses(404),
+    },
+)
+async def get_schedule_by_key(key: KeyPath, call: TenantCall) -> Response:
+    """The live schedule holding ``key``: what ``GET /v1/schedules/{id}`` answers for its id."""
+    check(key, "key", max_length=MAX_KEY_LENGTH)
+    found = await call.store.schedule_get_by_key(call.tenant_id, key)
+    if found is None:
+        raise NotFound(f"no schedule with key {key!r}")
+    return render.json_response(await schedule_out(call, found, await call.store.now()))

@@ -16,7 +16,17 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from duetime.api import render
-from duetime.api.convert import path_id, query_time, text_filter
+from duetime.api.convert import (
+    decode_revision_cursor,
+    decode_schedule_cursor,
+    decode_tick_cursor,
+    encode,
+    path_id,
+    query_time,
+    text_filter,
+    tick_cursor,
+    word_list,
+)
 from duetime.api.deps import Caller, TenantCall, body_schema, json_body
 from duetime.api.problems import problem_responses
 from duetime.api.schedule_ops import (
@@ -24,14 +34,10 @@ from duetime.api.schedule_ops import (
     anchor_from,
     config_from_create,
     config_from_patch,
-    decode_revision_cursor,
-    decode_schedule_cursor,
-    decode_tick_cursor,
-    encode,
-    next_run_after,
+    revision_fields,
     revision_json,
-    schedule_json,
-    tick_cursor,
+    schedule_out,
+    schedules_json,
     tick_json,
 )
 from duetime.api.schedule_schemas import (
@@ -53,15 +59,12 @@ from duetime.api.schedule_schemas import (
 )
 from duetime.api.schemas import MAX_LIST_LIMIT
 from duetime.errors import Conflict, NotFound, ValidationError
-from duetime.schedule import occurrences_after, occurrences_between
-from duetime.schedule.budget import Budget, within_budget
 from duetime.schedule.config import (
     config_diff,
-    config_to_json,
     occurrence_task,
     schedule_spec,
-    spec_of,
 )
+from duetime.schedule.evaluation import times_between, upcoming_times
 from duetime.types import (
     CatchupPolicy,
     NewSchedule,
@@ -102,7 +105,7 @@ async def _get(call: Caller, schedule_id: str) -> Schedule:
 
 
 async def _respond(call: Caller, s: Schedule, status: int = 200) -> Response:
-    return render.json_response(schedule_json(s, await call.store.now()), status)
+    return render.json_response(await schedule_out(call, s, await call.store.now()), status)
 
 
 async def _change(
@@ -136,8 +139,9 @@ async def create_schedule(call: TenantCall, request: Request) -> Response:
     await call.quotas.admit_schedule(call.tenant_id)
     now = await call.store.now()
     anchor = anchor_from(now)
-    config = config_from_create(body, call.builder, call.tenant_id, anchor, now)
-    spec = spec_of(config, anchor)
+    config, first = await config_from_create(
+        call.evaluations, body, call.builder, call.tenant_id, anchor, now
+    )
     created = await call.store.schedule_create(
         NewSchedule(
             tenant_id=call.tenant_id,
@@ -145,12 +149,12 @@ async def create_schedule(call: TenantCall, request: Request) -> Response:
             anchor_at=anchor,
             materialized_until=now,
             actor=await actor_of(request),
-            revision=config_to_json(config),
+            revision=revision_fields(config, call.builder, call.tenant_id),
             # Known now, so the materializer reads the schedule only once it is nearly due.
-            next_run_at=next_run_after(spec, now),
+            next_run_at=first,
         )
     )
-    return render.json_response(schedule_json(created, now), 201)
+    return render.json_response(await schedule_out(call, created, now), 201)
 
 
 @router.get("", summary="List schedules, newest first", responses=_ok(ScheduleListOut, "A page"))
@@ -174,8 +178,7 @@ async def list_schedules(
     page = found[:limit]
     now = await call.store.now()
     next_cursor = encode(page[-1].id) if len(found) > limit else None
-    budget = Budget()  # one for the page: a list never searches longer than one read may
-    items = [schedule_json(s, now, budget) for s in page]
+    items = await schedules_json(call.evaluations, call.tenant_id, page, now)
     return render.json_response({"items": items, "next_cursor": next_cursor})
 
 
@@ -198,8 +201,11 @@ async def patch_schedule(schedule_id: str, call: TenantCall, request: Request) -
 
     async def make(current: Schedule) -> ScheduleChange | None:
         now = await call.store.now()
-        config = config_from_patch(current, body, call.builder, now)
-        before, after = config_diff(config_to_json(current.config), config_to_json(config))
+        config = await config_from_patch(call.evaluations, current, body, call.builder, now)
+        before, after = config_diff(
+            revision_fields(current.config, call.builder, current.tenant_id),
+            revision_fields(config, call.builder, current.tenant_id),
+        )
         if not before and not after:
             return None
         return ScheduleChange(
@@ -216,7 +222,10 @@ async def delete_schedule(schedule_id: str, call: TenantCall, request: Request) 
     """Delete the schedule and cancel its pending (never started) occurrences."""
     current = await _get(call, schedule_id)
     cancelled = await call.store.schedule_delete(
-        call.tenant_id, current.id, await actor_of(request), config_to_json(current.config)
+        call.tenant_id,
+        current.id,
+        await actor_of(request),
+        revision_fields(current.config, call.builder, call.tenant_id),
     )
     body = {"id": current.id, "deleted": True, "cancelled_tasks": cancelled}
     return render.json_response(body)
@@ -337,11 +346,10 @@ async def backfill_schedule(schedule_id: str, call: TenantCall, request: Request
     if body.end > now:
         raise ValidationError("end must not be in the future: backfill makes past occurrences",
                               field="end")  # fmt: skip
-    with within_budget("start", "the occurrences between start and end"):
-        found = occurrences_between(
-            schedule_spec(current), body.start - timedelta(microseconds=1), body.end,
-            body.max_runs + 1,
-        )  # fmt: skip
+    found = await call.evaluations.run(
+        call.tenant_id, times_between, schedule_spec(current),
+        body.start - timedelta(microseconds=1), body.end, body.max_runs + 1,
+    )  # fmt: skip
     truncated = len(found) > body.max_runs
     step = 1.0 / body.rate_per_second
     tasks = [
@@ -388,8 +396,7 @@ async def upcoming(
     start = query_time(after, "after") or await call.store.now()
     spec = schedule_spec(current)
     zone = spec.zone
-    with within_budget("count", f"{count} fire times after {start.isoformat()}"):
-        found = occurrences_after(spec, start, count)
+    found = await call.evaluations.run(call.tenant_id, upcoming_times, spec, start, count)
     items = [{"at": o.nominal.astimezone(zone).isoformat(), "note": o.note} for o in found]
     return render.json_response({"items": items})
 
@@ -400,7 +407,13 @@ async def upcoming(
 async def list_ticks(
     schedule_id: str,
     call: TenantCall,
-    outcome: Annotated[list[str], Query(description="Only these outcomes; repeatable")] = [],  # noqa: B006
+    outcome: Annotated[
+        list[str],
+        Query(
+            description="Only these outcomes; repeatable",
+            json_schema_extra=word_list([o.value for o in TickOutcome]),
+        ),
+    ] = [],  # noqa: B006
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = 100,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Response:

@@ -20,11 +20,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from duetime.api.ui import charts
 from duetime.api.ui.session import (
     COOKIE_PATH,
-    KEY_COOKIE,
+    SESSION_COOKIE,
     NoTenantChosen,
     UiCall,
     authenticate,
-    clear_key,
+    clear_session,
     clear_tenant,
     first,
     local_path,
@@ -154,8 +154,8 @@ def _send_to(request: Request, target: str) -> Response:
 
 def _to_login(request: Request) -> Response:
     response = _send_to(request, login_redirect(request))
-    if request.cookies.get(KEY_COOKIE):
-        clear_key(response)
+    if request.cookies.get(SESSION_COOKIE):
+        clear_session(response, request)
     return response
 
 

@@ -1,7 +1,10 @@
 """The ``/ui`` router: login and logout, the packaged static files, and every view's routes
-(:mod:`~duetime.api.ui.views_overview`, :mod:`~duetime.api.ui.views_tasks`,
-:mod:`~duetime.api.ui.views_schedules`, :mod:`~duetime.api.ui.views_targets`,
-:mod:`~duetime.api.ui.views_admin`). None of it is part of the OpenAPI document."""
+(:mod:`~duetime.api.ui.views_overview`, :mod:`~duetime.api.ui.views_queues`,
+:mod:`~duetime.api.ui.views_tasks`, :mod:`~duetime.api.ui.views_bulk`,
+:mod:`~duetime.api.ui.views_dead`, :mod:`~duetime.api.ui.views_schedules`,
+:mod:`~duetime.api.ui.views_targets`, :mod:`~duetime.api.ui.views_credentials`,
+:mod:`~duetime.api.ui.views_admin`, :mod:`~duetime.api.ui.views_workflows`). None of it is part of
+the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -11,18 +14,30 @@ from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
 from duetime.api.deps import services
-from duetime.api.ui import views_admin, views_overview, views_schedules, views_targets, views_tasks
+from duetime.api.ui import (
+    views_admin,
+    views_bulk,
+    views_credentials,
+    views_dead,
+    views_overview,
+    views_queues,
+    views_schedules,
+    views_targets,
+    views_tasks,
+    views_workflows,
+)
 from duetime.api.ui.pages import error_page, html
 from duetime.api.ui.session import (
     TENANT_COOKIE,
-    clear_key,
+    clear_session,
     clear_tenant,
+    end_session,
     first,
-    is_admin_token,
     local_path,
     read_form,
     same_origin,
-    set_key,
+    set_session,
+    start_session,
 )
 from duetime.errors import StoreUnavailable, Unauthorized
 
@@ -69,9 +84,9 @@ async def login_page(request: Request, next: str = "") -> Response:
 
 @router.post("/ui/login")
 async def login(request: Request) -> Response:
-    """Check the key like the API would (or the admin token, in constant time) and keep it in
-    the session cookie. An admin picks a tenant next (any page sends it to the Tenants page
-    until it has)."""
+    """Check the key like the API would (or the admin token, in constant time) and start a
+    session: the cookie holds the session's random id, never the key. An admin picks a tenant
+    next (any page sends it to the Tenants page until it has)."""
     if not same_origin(request):
         return error_page(request, 403, "refused: this form was not posted from this dashboard")
     form = await read_form(request)
@@ -80,23 +95,22 @@ async def login(request: Request) -> Response:
     if found.auth.dev_mode:
         return RedirectResponse(target, 303)
     key = first(form, "api_key").strip()
-    if not is_admin_token(found, key):
-        try:
-            await found.auth.tenant_id(key)
-        except Unauthorized:
-            return html(
-                request,
-                "login.html",
-                401,
-                next=target,
-                error="unknown or deleted API key (and not the admin token)",
-            )
-        except StoreUnavailable:
-            return html(
-                request, "login.html", 503, next=target, error="the store cannot be reached; retry"
-            )
+    try:
+        session_id = await start_session(found, key)
+    except Unauthorized:
+        return html(
+            request,
+            "login.html",
+            401,
+            next=target,
+            error="unknown or deleted API key (and not the admin token)",
+        )
+    except StoreUnavailable:
+        return html(
+            request, "login.html", 503, next=target, error="the store cannot be reached; retry"
+        )
     response = RedirectResponse(target, 303)
-    set_key(response, request, key)
+    set_session(response, request, session_id)
     if request.cookies.get(TENANT_COOKIE):
         clear_tenant(response)  # a new session starts without an admin's earlier choice
     return response
@@ -104,15 +118,26 @@ async def login(request: Request) -> Response:
 
 @router.post("/ui/logout")
 async def logout(request: Request) -> Response:
+    """End the session in the store (its cookie no longer works anywhere), then in the
+    browser."""
     if not same_origin(request):
         return error_page(request, 403, "refused: this form was not posted from this dashboard")
+    try:
+        await end_session(request)
+    except StoreUnavailable:
+        return error_page(request, 503, "the store cannot be reached; you are still logged in")
     response = RedirectResponse("/ui/login", 303)
-    clear_key(response)
+    clear_session(response, request)
     return response
 
 
 router.include_router(views_overview.router)
+router.include_router(views_queues.router)
 router.include_router(views_tasks.router)
+router.include_router(views_bulk.router)
+router.include_router(views_dead.router)
 router.include_router(views_schedules.router)
 router.include_router(views_targets.router)
+router.include_router(views_credentials.router)
 router.include_router(views_admin.router)
+router.include_router(views_workflows.router)

@@ -3,10 +3,16 @@
 Auth is the API's (:class:`~duetime.api.deps.Authenticator`): a tenant's API key, the admin token
 (outside dev mode: every tenant, one at a time), or nothing at all in dev mode. A browser cannot
 send ``Authorization`` headers when it follows a link, so the login form takes the key or token
-once and keeps it in the :data:`KEY_COOKIE` cookie: ``HttpOnly`` (no script reads it),
-``SameSite=Strict`` (no other site's page or link makes the browser send it), ``Path=/ui`` (the
-JSON API never sees it: it keeps to Bearer headers), and ``Secure`` when the page came over HTTPS.
-An ``Authorization: Bearer`` header works too (scripts, tests).
+once and starts a **session**: the :data:`SESSION_COOKIE` cookie holds a random id (never the
+credential), the store holds its SHA-256 with who logged in (the tenant and the key's id, or the
+admin), when, and when it was last used. A session ends after ``ui_session_idle_seconds``
+unused, ``ui_session_seconds`` after login at the latest, on logout (the row is deleted: the old
+cookie no longer works anywhere), when its API key or tenant is deleted, and when the admin
+revokes it (``POST /v1/admin/sessions/revoke``). The cookie is ``HttpOnly`` (no script reads
+it), ``SameSite=Strict`` (no other site's page or link makes the browser send it), ``Path=/ui``
+(the JSON API never sees it: it keeps to Bearer headers), and ``Secure`` whenever the node is
+reached over TLS (``DUETIME_BEHIND_TLS``, an https ``DUETIME_PUBLIC_URL``, or the request
+itself). An ``Authorization: Bearer`` header works too (scripts, tests).
 
 An admin session views one tenant at a time: the one it picked on the Tenants page, kept in the
 :data:`TENANT_COOKIE` cookie (same attributes). Only an admin session reads that cookie; a tenant
@@ -19,6 +25,7 @@ no cookie to withhold.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -31,15 +38,16 @@ from duetime.auth import hash_api_key
 from duetime.errors import Unauthorized
 from duetime.store.protocols import ApiStore
 
-KEY_COOKIE = "duetime_ui_key"
-"""The cookie holding the API key the user logged in with."""
+SESSION_COOKIE = "duetime_ui_session"
+"""The cookie holding the session's random id."""
+LEGACY_KEY_COOKIE = "duetime_ui_key"
+"""Where older versions kept the credential itself: cleared at login and logout."""
+SESSION_ID_MAX_CHARS = 100
 TENANT_COOKIE = "duetime_ui_tenant"
 """The cookie holding the tenant an admin session is viewing (read only for admin sessions)."""
 FLASH_COOKIE = "duetime_ui_flash"
 """A one-shot message for the page an action redirects to."""
 COOKIE_PATH = "/ui"
-SESSION_SECONDS = 12 * 3600
-"""How long a login lasts."""
 FORM_LIMIT_BYTES = 64 * 1024
 """Largest form body accepted (a dead-letter group's replay posts up to a page of ids)."""
 ADMIN_ACTOR = "admin"
@@ -65,8 +73,9 @@ class UiCall:
     tenant_id: str
     store: ApiStore
     services: Services
-    api_key: str | None
-    """The tenant key the user logged in with (None in dev mode and for the admin)."""
+    key_id: str | None
+    """The id of the tenant key the user logged in with (None in dev mode and for the
+    admin)."""
     tenant_name: str
     admin: bool = False
     """Logged in with the admin token: may view (and act on) any tenant."""
@@ -78,10 +87,7 @@ class UiCall:
             return DEV_ACTOR
         if self.admin:
             return ADMIN_ACTOR
-        if not self.api_key:
-            return None
-        key = await self.store.api_key_get_by_hash(hash_api_key(self.api_key))
-        return None if key is None else key.id
+        return self.key_id
 
     def audit_actor(self) -> str:
         """Who made a change, for the audit trail (:mod:`duetime.history.actor`): ``admin``,
@@ -89,12 +95,67 @@ class UiCall:
         mode)."""
         if self.admin:
             return ADMIN_ACTOR
-        return self.services.auth.actor(self.api_key)
+        if self.services.auth.dev_mode:
+            return "dev"
+        return f"key:{self.key_id}" if self.key_id else "api"
 
 
-def presented_key(request: Request) -> str | None:
-    """The API key a request carries: a Bearer header, else the login cookie."""
-    return bearer_token(request) or request.cookies.get(KEY_COOKIE) or None
+@dataclass(frozen=True, slots=True)
+class _Who:
+    """Who a credential or a session stands for: the admin, or a tenant and its key's id."""
+
+    admin: bool
+    tenant_id: str = ""
+    key_id: str | None = None
+
+
+async def _by_credential(found: Services, credential: str | None) -> _Who:
+    """The admin token or a tenant's API key; ``Unauthorized`` for anything else."""
+    if is_admin_token(found, credential):
+        return _Who(admin=True)
+    tenant_id = await found.auth.tenant_id(credential)
+    key = None
+    if credential and not found.auth.dev_mode:
+        key = await found.store.api_key_get_by_hash(hash_api_key(credential))
+    return _Who(admin=False, tenant_id=tenant_id, key_id=None if key is None else key.id)
+
+
+async def _by_session(found: Services, request: Request) -> _Who:
+    """The live session named by :data:`SESSION_COOKIE`; ``Unauthorized`` without one."""
+    raw = request.cookies.get(SESSION_COOKIE) or ""
+    if not raw or len(raw) > SESSION_ID_MAX_CHARS:
+        raise Unauthorized("not logged in")
+    idle = found.settings.ui_session_idle_seconds
+    session = await found.store.ui_session_use(hash_api_key(raw), idle)
+    if session is None:
+        raise Unauthorized("the session ended: log in again")
+    if session.admin:
+        return _Who(admin=True)
+    assert session.tenant_id is not None
+    return _Who(admin=False, tenant_id=session.tenant_id, key_id=session.key_id)
+
+
+async def start_session(found: Services, credential: str) -> str:
+    """Check ``credential`` like the API would (the admin token in constant time) and start a
+    session for it; returns the session id for the cookie. ``Unauthorized`` for a wrong one."""
+    who = await _by_credential(found, credential)
+    session_id = secrets.token_urlsafe(32)
+    await found.store.ui_session_create(
+        hash_api_key(session_id),
+        None if who.admin else who.tenant_id,
+        who.key_id,
+        found.settings.ui_session_seconds,
+        found.settings.ui_session_idle_seconds,
+    )
+    return session_id
+
+
+async def end_session(request: Request) -> None:
+    """Delete the request's session in the store (logout): its cookie no longer works, on any
+    browser that kept a copy."""
+    raw = request.cookies.get(SESSION_COOKIE) or ""
+    if raw and len(raw) <= SESSION_ID_MAX_CHARS:
+        await services(request).store.ui_session_delete(hash_api_key(raw))
 
 
 def is_admin_token(found: Services, token: str | None) -> bool:
@@ -123,8 +184,12 @@ async def authenticate(request: Request, *, tenant_required: bool = True) -> UiC
     ``NoTenantChosen`` when it has none (or it was deleted), unless ``tenant_required`` is
     False (the Tenants page)."""
     found = services(request)
-    key = presented_key(request)
-    if is_admin_token(found, key):
+    if found.auth.dev_mode:
+        who = await _by_credential(found, None)
+    else:
+        token = bearer_token(request)
+        who = await (_by_credential(found, token) if token else _by_session(found, request))
+    if who.admin:
         chosen = chosen_tenant(request)
         picked = await found.store.tenant_get(chosen) if chosen else None
         if picked is None:
@@ -132,10 +197,9 @@ async def authenticate(request: Request, *, tenant_required: bool = True) -> UiC
                 raise NoTenantChosen(gone=bool(request.cookies.get(TENANT_COOKIE)))
             return UiCall("", found.store, found, None, "", admin=True)
         return UiCall(picked.id, found.store, found, None, picked.name, admin=True)
-    tenant_id = await found.auth.tenant_id(key)
-    tenant = await found.store.tenant_get(tenant_id)
-    name = tenant.name if tenant is not None else tenant_id
-    return UiCall(tenant_id, found.store, found, None if found.auth.dev_mode else key, name)
+    tenant = await found.store.tenant_get(who.tenant_id)
+    name = tenant.name if tenant is not None else who.tenant_id
+    return UiCall(who.tenant_id, found.store, found, who.key_id, name)
 
 
 def same_origin(request: Request) -> bool:
@@ -183,22 +247,38 @@ def login_redirect(request: Request) -> str:
     return f"{COOKIE_PATH}/login?next={quote(target, safe='')}"
 
 
-def set_key(response: Response, request: Request, key: str) -> None:
+def secure_cookies(request: Request) -> bool:
+    """Whether cookies set for ``request`` are ``Secure``: always when the node is told it is
+    reached over TLS (``behind_tls``, an https ``public_url``), else when this request was."""
+    return services(request).settings.tls_cookies or request.url.scheme == "https"
+
+
+def set_session(response: Response, request: Request, session_id: str) -> None:
+    """Give the browser the session's cookie (and drop a credential an older version kept)."""
     response.set_cookie(
-        KEY_COOKIE,
-        key,
-        max_age=SESSION_SECONDS,
+        SESSION_COOKIE,
+        session_id,
+        max_age=int(services(request).settings.ui_session_seconds),
         path=COOKIE_PATH,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure_cookies(request),
     )
+    if request.cookies.get(LEGACY_KEY_COOKIE):
+        _drop(response, LEGACY_KEY_COOKIE)
 
 
-def clear_key(response: Response) -> None:
-    """End the session: the key's cookie and an admin's tenant choice."""
-    response.delete_cookie(KEY_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+def clear_session(response: Response, request: Request) -> None:
+    """Forget the session in the browser: its cookie and an admin's tenant choice (the store's
+    row goes with :func:`end_session`)."""
+    _drop(response, SESSION_COOKIE)
+    if request.cookies.get(LEGACY_KEY_COOKIE):
+        _drop(response, LEGACY_KEY_COOKIE)
     clear_tenant(response)
+
+
+def _drop(response: Response, name: str) -> None:
+    response.delete_cookie(name, path=COOKIE_PATH, httponly=True, samesite="strict")
 
 
 def set_tenant(response: Response, request: Request, tenant_id: str) -> None:
@@ -206,16 +286,16 @@ def set_tenant(response: Response, request: Request, tenant_id: str) -> None:
     response.set_cookie(
         TENANT_COOKIE,
         tenant_id,
-        max_age=SESSION_SECONDS,
+        max_age=int(services(request).settings.ui_session_seconds),
         path=COOKIE_PATH,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure_cookies(request),
     )
 
 
 def clear_tenant(response: Response) -> None:
-    response.delete_cookie(TENANT_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+    _drop(response, TENANT_COOKIE)
 
 
 def set_flash(response: Response, request: Request, message: str, *, error: bool = False) -> None:
@@ -228,7 +308,7 @@ def set_flash(response: Response, request: Request, message: str, *, error: bool
         path=COOKIE_PATH,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure_cookies(request),
     )
 
 

@@ -1,5 +1,5 @@
-"""The overview (counts by status and charts of recent activity), queues (depth by status,
-lag, settings; pause and resume) and workers (pull workers seen lately and the leases running).
+"""The overview (counts by status, what is held after failing, open circuits, and charts of
+recent activity) and workers (pull workers seen lately and the leases running).
 
 Bounded reads only: counts and lag come from ``queue_stats`` (what ``GET /v1/queues`` shows);
 the charts from the newest :data:`SAMPLE` tasks of each status that matters (``task_list`` over
@@ -10,7 +10,6 @@ sample does not reach back to the window's start says so ("partial").
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
@@ -19,19 +18,21 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from duetime.api.routes.queues import queue_json, queue_name
+from duetime.api.routes.queues import queue_name
 from duetime.api.ui import charts
-from duetime.api.ui.pages import act, html, serve
+from duetime.api.ui.pages import html, serve
 from duetime.api.ui.session import UiCall
+from duetime.api.ui.views_dead import circuits_holding, held_tasks
 from duetime.api.ui.views_tasks import running_page
 from duetime.errors import ValidationError
-from duetime.types import QueueSettings, Task, TaskFilter, TaskStatus
+from duetime.types import Task, TaskFilter, TaskStatus
 
 router = APIRouter(prefix="/ui")
 
 SAMPLE = 400
 """Newest tasks read per status for the charts."""
-QUEUES_PAGE = 100
+HELD_COUNTED = SAMPLE
+"""Tasks held after failing counted for the overview (beyond it: "400+")."""
 RUNNING_PAGE = 50
 WORKER_WINDOWS = {"1m": 60.0, "5m": 300.0, "1h": 3600.0, "24h": 86400.0}
 
@@ -117,8 +118,12 @@ async def overview_page(request: Request, window: str = "1h", queue: str = "") -
             raise ValidationError(f"window is one of {', '.join(charts.WINDOWS)}", field="window")
         picked = queue_name(queue) if queue else None
         now = await call.store.now()
-        stats, recent = await asyncio.gather(
-            call.store.queue_stats(call.tenant_id), activity(call, now, window, picked)
+        circuits = await call.store.circuit_list(call.tenant_id)
+        holding = circuits_holding(call, circuits, now)
+        stats, recent, held = await asyncio.gather(
+            call.store.queue_stats(call.tenant_id),
+            activity(call, now, window, picked),
+            held_tasks(call, picked, None, HELD_COUNTED + 1, holding),
         )
         counts = dict.fromkeys((s.value for s in TaskStatus), 0)
         for s in stats:
@@ -137,75 +142,13 @@ async def overview_page(request: Request, window: str = "1h", queue: str = "") -
             window=window,
             windows=list(charts.WINDOWS),
             queue=queue,
+            held=min(len(held), HELD_COUNTED),
+            held_more=len(held) > HELD_COUNTED,
+            open_circuits=[c for c in circuits if c.state != "closed"],
             **recent,
         )
 
     return await serve(request, view)
-
-
-@router.get("/queues")
-async def queues_page(request: Request, after: str = "") -> Response:
-    async def view(request: Request, call: UiCall) -> Response:
-        configured, figures, now = await asyncio.gather(
-            call.store.queue_list(call.tenant_id),
-            call.store.queue_stats(call.tenant_id),
-            call.store.now(),
-        )
-        settings = {q.name: q for q in configured}
-        stats = {s.name: s for s in figures}
-        names = [n for n in sorted({*settings, *stats}) if n > after]
-        page = names[:QUEUES_PAGE]
-        items = [queue_json(n, settings.get(n), stats.get(n), now) for n in page]
-        for item in items:
-            item["depth"] = depth_bar(item["counts"])
-        return html(
-            request,
-            "queues.html",
-            call=call,
-            now=await call.store.now(),
-            items=items,
-            next_after=page[-1] if len(names) > QUEUES_PAGE else None,
-            paged=bool(after),
-        )
-
-    return await serve(request, view)
-
-
-DEPTH_ORDER = ("ready", "running", "scheduled", "retrying", "blocked", "failed")
-
-
-def depth_bar(counts: dict[str, int]) -> list[dict[str, Any]]:
-    """Segments of a queue's stacked depth bar (percent widths of the live statuses and the
-    dead letters; finished work is left out so a busy queue's backlog stays visible)."""
-    total = sum(counts.get(s, 0) for s in DEPTH_ORDER)
-    if not total:
-        return []
-    segments, left = [], 0.0
-    for status in DEPTH_ORDER:
-        n = counts.get(status, 0)
-        if n:
-            width = n / total * 100
-            segments.append({"status": status, "n": n, "x": round(left, 3), "w": round(width, 3)})
-            left += width
-    return segments
-
-
-async def _set_paused(call: UiCall, request: Request, name: str, paused: bool) -> str:
-    queue = queue_name(name)
-    current = await call.store.queue_get(call.tenant_id, queue)
-    settings = current.settings if current is not None else QueueSettings()
-    await call.store.queue_put(call.tenant_id, queue, dataclasses.replace(settings, paused=paused))
-    return f"queue {queue} {'paused' if paused else 'resumed'}"
-
-
-@router.post("/queues/{name}/pause")
-async def pause_queue(request: Request, name: str) -> Response:
-    return await act(request, lambda c, f: _set_paused(c, request, name, True), "/ui/queues")
-
-
-@router.post("/queues/{name}/resume")
-async def resume_queue(request: Request, name: str) -> Response:
-    return await act(request, lambda c, f: _set_paused(c, request, name, False), "/ui/queues")
 
 
 @router.get("/workers")

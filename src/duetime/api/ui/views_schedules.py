@@ -2,8 +2,9 @@
 tick ledger and its revisions — with pause (and a note), resume and trigger.
 
 Reads are the JSON API's (``schedule_list``, ``schedule_get``, the tick and revision ledgers,
-each cursor paged over its index; the next runs from the same pure functions as
-``GET /v1/schedules/{id}/upcoming``); actions are the API routes' own changes
+each cursor paged over its index; the next runs and DST changes ahead from
+:mod:`duetime.schedule.preview`, in the evaluation pool as ``GET /v1/schedules/{id}/upcoming``);
+actions are the API routes' own changes
 (:func:`~duetime.api.routes.schedules.schedule_pause` and its siblings).
 """
 
@@ -11,29 +12,27 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, time, tzinfo
-from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from duetime.api.convert import query_time
-from duetime.api.deps import Caller
-from duetime.api.routes.schedules import schedule_pause, schedule_resume, schedule_trigger
-from duetime.api.schedule_ops import (
+from duetime.api.convert import (
     decode_revision_cursor,
     decode_schedule_cursor,
     decode_tick_cursor,
     encode,
-    revision_json,
-    schedule_json,
+    query_time,
     tick_cursor,
 )
+from duetime.api.deps import Caller
+from duetime.api.routes.schedules import schedule_pause, schedule_resume, schedule_trigger
+from duetime.api.schedule_ops import revision_json, schedules_json
 from duetime.api.ui.pages import act, html, serve
 from duetime.api.ui.session import UiCall, first
 from duetime.errors import NotFound, ValidationError
 from duetime.ids import is_uuid
-from duetime.schedule import occurrences_after, skipped_between
 from duetime.schedule.config import schedule_spec
+from duetime.schedule.preview import schedule_preview
 from duetime.text import clean
 from duetime.types import Schedule, ScheduleFilter, TickFilter
 
@@ -43,15 +42,12 @@ PAGE_SIZE = 50
 TICKS_PAGE = 50
 REVISIONS_PAGE = 20
 MAX_UPCOMING = 100
-DST_LOOKAHEAD_RUNS = 500
-"""Runs searched for the "DST changes ahead" list: over a year of a daily schedule."""
-DST_AHEAD_SHOWN = 6
 NOTE_LIMIT_BYTES = 1000
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _caller(call: UiCall) -> Caller:
-    return Caller(call.tenant_id, call.store, call.services.builder, call.services.quotas)
+    return Caller(call.tenant_id, call.store, call.services.creator)
 
 
 def _schedule_id(raw: str) -> str:
@@ -88,42 +84,13 @@ async def schedules_page(
             "schedules.html",
             call=call,
             now=now,
-            items=[schedule_json(s, now) for s in page],
+            items=await schedules_json(call.services.evaluations, call.tenant_id, page, now),
             filters={"paused": paused, "queue": queue, "name": name},
             next_cursor=encode(page[-1].id) if len(found) > PAGE_SIZE else None,
             paged=bool(cursor),
         )
 
     return await serve(request, view)
-
-
-def upcoming(s: Schedule, after: datetime, count: int) -> list[dict[str, Any]]:
-    """The next ``count`` runs after ``after`` in the schedule's zone, with their DST notes
-    (what ``GET /v1/schedules/{id}/upcoming`` answers)."""
-    spec = schedule_spec(s)
-    return [
-        {"at": o.nominal.astimezone(spec.zone), "note": o.note, "kind": o.kind}
-        for o in occurrences_after(spec, after, count)
-    ]
-
-
-def dst_ahead(s: Schedule, after: datetime) -> list[dict[str, Any]]:
-    """The first runs within the next :data:`DST_LOOKAHEAD_RUNS` that a DST change moves,
-    repeats or (under ``dst.nonexistent = skip``) drops, earliest first."""
-    spec = schedule_spec(s)
-    runs = occurrences_after(spec, after, DST_LOOKAHEAD_RUNS)
-    found: list[dict[str, Any]] = [
-        {"at": o.nominal.astimezone(spec.zone), "note": o.note, "kind": o.kind or "dst"}
-        for o in runs
-        if o.note
-    ]
-    if runs:
-        found += [
-            {"at": at.astimezone(spec.zone), "note": note, "kind": "dst_skipped"}
-            for at, note in skipped_between(spec, after, runs[-1].nominal)
-        ]
-    found.sort(key=lambda item: item["at"])
-    return found[:DST_AHEAD_SHOWN]
 
 
 def _start(raw: str, zone: tzinfo) -> datetime:
@@ -169,17 +136,21 @@ async def schedule_page(
             cursor=decode_revision_cursor(revisions_cursor) if revisions_cursor else None,
         )
         tick_page, revision_page = ticks[:TICKS_PAGE], revisions[:REVISIONS_PAGE]
+        # Evaluations run in the pool, off the event loop, on the tenant's share of it.
+        evaluations = call.services.evaluations
+        runs, changes = await evaluations.run(call.tenant_id, schedule_preview, s, start, count)
+        [shown] = await schedules_json(evaluations, call.tenant_id, [s], now)
         return html(
             request,
             "schedule.html",
             call=call,
             now=now,
-            schedule=schedule_json(s, now),
+            schedule=shown,
             zone=schedule_spec(s).zone,
             after=after,
             count=count,
-            upcoming=upcoming(s, start, count),
-            dst_ahead=dst_ahead(s, start),
+            upcoming=runs,
+            dst_ahead=changes,
             ticks=tick_page,
             next_ticks=tick_cursor(tick_page[-1]) if len(ticks) > TICKS_PAGE else None,
             revisions=[revision_json(r) for r in revision_page],

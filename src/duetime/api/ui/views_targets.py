@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from duetime.api.ui.pages import html, serve
 from duetime.api.ui.session import UiCall
+from duetime.target_types import BROKER_TYPES, TargetType
 from duetime.types import TargetCircuit
 
 router = APIRouter(prefix="/ui")
@@ -16,6 +17,8 @@ router = APIRouter(prefix="/ui")
 PAGE_SIZE = 100
 STATE_ORDER = {"open": 0, "half_open": 1, "closed": 2}
 STATE_LABELS = {"open": "open", "half_open": "half-open", "closed": "closed"}
+BROKERS = ", ".join(t.spec.title for t in TargetType if t in BROKER_TYPES)
+"""The broker targets, which have no circuit: "AMQP, NATS, Redis"."""
 
 
 def _order(c: TargetCircuit) -> tuple[int, str]:
@@ -51,6 +54,7 @@ async def targets_page(request: Request, after: str = "") -> Response:
             counts=counts,
             labels=STATE_LABELS,
             settings=call.services.settings,
+            brokers=BROKERS,
             next_after=_cursor(page[-1]) if len(rest) > PAGE_SIZE else None,
             paged=bool(after),
         )

@@ -3,6 +3,7 @@ written on every change of state (:mod:`duetime.delivery.circuit`)."""
 
 from __future__ import annotations
 
+from duetime.store.core.outbox import CIRCUIT_OPENED, event_record
 from duetime.store.core.plan import Decode, Plan, Row, all_, execute
 from duetime.store.core.runner import Runs
 from duetime.types import TargetCircuit
@@ -31,6 +32,14 @@ def circuit_put(c: TargetCircuit) -> Plan[None]:
         cooldown_seconds=c.cooldown_seconds,
         open_until=c.open_until,
     )
+    if c.state == "open":  # the tenant's notification, in the transaction of the record
+        item = {
+            "origin": c.origin,
+            "failures": c.failures,
+            "cooldown_seconds": c.cooldown_seconds,
+            "open_until": None if c.open_until is None else c.open_until.isoformat(),
+        }
+        yield from event_record(c.tenant_id, CIRCUIT_OPENED, item)
 
 
 def circuit_list(tenant_id: str) -> Plan[list[TargetCircuit]]:

@@ -1,25 +1,11 @@
-"""What a parent's end does to its dependents (``depends_on``), once for both backends.
-
-A child waits ``blocked`` with ``pending_parents`` = parents not yet succeeded. Each parent that
-succeeds releases it by one; at zero it becomes ``ready`` (or ``scheduled`` if its ``run_at`` is
-ahead). A parent that fails or is cancelled fails every blocked descendant, transitively.
+"""What a parent's end does to its dependents (``depends_on``): the rule is
+:func:`duetime.store.core.follow.settle`, which every ending runs. A child waits ``blocked`` with
+``pending_parents`` = parents not yet ended as it needs; this module names the reason a child
+failed or was cancelled for a parent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
-from duetime.store.core.plan import Plan, count
-
 DEPENDENCY_FAILED = "a task it depends on failed or was cancelled"
-"""``last_error`` of a task failed because a task it depends on failed or was cancelled."""
-
-
-def fail_dependents(parent_ids: Collection[str]) -> Plan[int]:
-    """``parent_ids`` failed or were cancelled: every blocked descendant fails. Returns how many
-    (call it only for parents with ``has_dependents``; it costs a statement)."""
-    if not parent_ids:
-        return 0
-    ids = list(parent_ids)
-    failed: int = yield count("task_deps_fail", parent_ids=ids, error=DEPENDENCY_FAILED)
-    return failed
+"""``last_error`` of a task failed (or cancelled) because a task it depends on failed or was
+cancelled."""

@@ -117,6 +117,7 @@ def created_task(
         traceparent=new.traceparent,
         request_hash=new.request_hash,
         payload_ref=new.payload_ref,
+        flow_key=new.flow_key,
     )
 
 

@@ -1,10 +1,6 @@
-"""Ending a lease without an attempt: the holder hands the task back (SPEC §3, §7).
-
-A worker that stops with prefetched leases it never started, or a dispatcher holding a task for
-an origin whose circuit is open, gives the task back: it waits again (``ready`` now, or
-``scheduled`` until its new due time), and the attempt the claim counted is not spent. Fenced like
-every lease call: only a task still ``running`` under that lease id changes. A task whose cancel
-was requested is not handed back (its holder ends it, and it ends ``cancelled``).
+"""Ending a lease without an attempt, as :mod:`duetime.lifecycle.release` decided it: the
+task's new status and delay come with each release; the store only fences (a task still
+``running`` under that lease id, whose cancel was not requested) and does the clock's arithmetic.
 """
 
 from __future__ import annotations
@@ -14,9 +10,7 @@ from collections.abc import Sequence
 from duetime.ids import is_uuid, uuid_text
 from duetime.store.core.plan import Decode, Plan, Row, Wake, all_
 from duetime.store.core.runner import Runs
-from duetime.types import Released, TaskStatus
-
-MAX_RELEASE_DELAY_SECONDS = 30 * 24 * 3600.0
+from duetime.types import Release, Released, TaskStatus
 
 
 def _held(r: Row, d: type[Decode]) -> tuple[str, str]:
@@ -27,26 +21,16 @@ def _released(r: Row, d: type[Decode]) -> Released:
     return Released(task_id=d.ident(r["id"]), queue=r["queue"], status=TaskStatus(r["status"]))
 
 
-def task_release(
-    lease_ids: Sequence[str], delay_seconds: float | Sequence[float], tenant_id: str | None
-) -> Plan[dict[str, Released]]:
-    """Hand back each task running under one of ``lease_ids`` (of ``tenant_id``, when given),
-    due again ``delay_seconds`` from now (one delay for all, or one per lease). Returns lease id
-    → what became of the task; a stale lease (ended, expired and reaped, unknown, another
+def task_release(releases: Sequence[Release], tenant_id: str | None) -> Plan[dict[str, Released]]:
+    """Hand back each task running under one of the releases' leases (of ``tenant_id``, when
+    given), in the status and after the delay each release says. Returns lease id (as given) →
+    what became of the task; a stale lease (ended, expired and reaped, unknown, another
     tenant's) or a task whose cancel was requested is left out and unchanged."""
-    delays = (
-        [float(delay_seconds)] * len(lease_ids)
-        if isinstance(delay_seconds, int | float)
-        else [float(d) for d in delay_seconds]
-    )
-    if len(delays) != len(lease_ids):
-        raise ValueError("task_release needs one delay per lease id")
-    wanted: dict[str, tuple[str, float]] = {}  # lease id, canonical -> as given, delay
-    for lease_id, delay in zip(lease_ids, delays, strict=True):
-        canonical = uuid_text(lease_id)
+    wanted: dict[str, tuple[str, Release]] = {}  # lease id, canonical -> as given, release
+    for r in releases:
+        canonical = uuid_text(r.lease_id)
         if canonical is not None:
-            clamped = min(max(0.0, delay), MAX_RELEASE_DELAY_SECONDS)
-            wanted.setdefault(canonical, (lease_id, clamped))
+            wanted.setdefault(canonical, (r.lease_id, r))
     if not wanted:
         return {}
     held: list[tuple[str, str]] = yield all_(
@@ -59,7 +43,8 @@ def task_release(
         _released,
         ids=[task_id for _, task_id in held],
         lease_ids=[lease for lease, _ in held],
-        delays=[wanted[lease][1] for lease, _ in held],
+        delays=[wanted[lease][1].delay_seconds for lease, _ in held],
+        statuses=[wanted[lease][1].status.value for lease, _ in held],
     )
     by_task = {r.task_id: r for r in ended}
     done = {wanted[lease][0]: by_task[t] for lease, t in held if t in by_task}
@@ -87,9 +72,6 @@ class LeaseReleaseMethods(Runs):
         return await self._run(task_cancel_requested(task_ids))
 
     async def task_release(
-        self,
-        lease_ids: Sequence[str],
-        delay_seconds: float | Sequence[float] = 0.0,
-        tenant_id: str | None = None,
+        self, releases: Sequence[Release], tenant_id: str | None = None
     ) -> dict[str, Released]:
-        return await self._run(task_release(lease_ids, delay_seconds, tenant_id), write=True)
+        return await self._run(task_release(releases, tenant_id), write=True)

@@ -25,7 +25,7 @@ that caused it. The plan may turn it into ``Conflict``; it must not go on issuin
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -126,10 +126,12 @@ class Script:
 @dataclass(frozen=True, slots=True)
 class Wake:
     """After commit, fire the store's signals: ``ready`` (tasks became ready), ``due`` (tasks
-    got a due time the promoter may be sleeping past)."""
+    got a due time the promoter may be sleeping past); ``ended``: ids of tasks that ended
+    (succeeded, failed or cancelled), told to the waits of the store's ``ended`` feed."""
 
     ready: bool = False
     due: bool = False
+    ended: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -138,6 +140,7 @@ class Woken:
 
     ready: bool = False
     due: bool = False
+    ended: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from duetime.flow.rules import flow_document
 from duetime.store.core import rows
-from duetime.store.core.plan import Plan, Stmt, Wake, all_, execute, one, value
+from duetime.store.core.plan import Json, Plan, Stmt, Wake, all_, execute, one, value
 from duetime.store.core.runner import Runs
 from duetime.store.counters import CountKey, Reconciled
 from duetime.types import Queue, QueueSettings, QueueStats, StatusCount, TaskStatus, WorkerInfo
@@ -33,6 +34,10 @@ def _only(statement: Stmt) -> Plan[Any]:
 
 
 def queue_put(tenant_id: str, name: str, settings: QueueSettings) -> Plan[Queue]:
+    """Replace the queue's settings; a new keyed rate or burst starts every key's bucket
+    full (as a new queue rate does the queue's)."""
+    old: Queue | None = yield one("queue_get", rows.queue, tenant_id=tenant_id, name=name)
+    flow = settings.flow
     queue: Queue = yield one(
         "queue_put",
         rows.queue,
@@ -43,7 +48,13 @@ def queue_put(tenant_id: str, name: str, settings: QueueSettings) -> Plan[Queue]
         max_concurrency=settings.max_concurrency,
         max_concurrency_per_key=settings.max_concurrency_per_key,
         paused=settings.paused,
+        flow=Json(flow_document(flow, settings.max_concurrency_per_key)) if flow else None,
+        key_rate=flow.key_rate,
+        key_burst=flow.key_burst,
     )
+    was = None if old is None else (old.settings.flow.key_rate, old.settings.flow.key_burst)
+    if was is not None and was != (flow.key_rate, flow.key_burst):
+        yield execute("flow_buckets_reset", tenant_id=tenant_id, queue=name)
     yield Wake(ready=True)  # resuming or raising a limit may let waiting tasks run
     return queue
 

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import orjson
 
+from duetime.flow.rules import stored_rules
 from duetime.history.events import HistoryEvent
 from duetime.history.retention import RetentionPolicy
 from duetime.store.core.plan import Decode, Row
@@ -38,6 +39,7 @@ from duetime.types import (
     Tick,
     TickOutcome,
     WorkerInfo,
+    Workflow,
 )
 
 
@@ -128,6 +130,9 @@ def task(r: Row, d: type[Decode]) -> Task:
         traceparent=r["traceparent"],
         request_hash=r["request_hash"],
         payload_ref=r["payload_ref"],
+        flow_key=r["flow_key"],
+        absorbed=r["absorbed"],
+        absorbed_at=d.opt_time(r["absorbed_at"]),
     )
 
 
@@ -165,6 +170,7 @@ def queue(r: Row, d: type[Decode]) -> Queue:
             max_concurrency=r["max_concurrency"],
             max_concurrency_per_key=r["max_concurrency_per_key"],
             paused=d.flag(r["paused"]),
+            flow=stored_rules(json_or_text(r["flow"])),
         ),
         updated_at=d.time(r["updated_at"]),
         tokens=r["tokens"],
@@ -381,3 +387,17 @@ def attempt_or_none(r: Row, d: type[Decode]) -> Attempt | None:
     """A row of ``attempt_list`` (tasks left-joined to attempts): None for a task's row without
     an attempt."""
     return None if r["number"] is None else attempt(r, d)
+
+
+def workflow(r: Row, d: type[Decode]) -> Workflow:
+    """A ``workflows`` row."""
+    return Workflow(
+        id=d.ident(r["id"]),
+        tenant_id=r["tenant_id"],
+        name=r["name"],
+        labels=orjson.loads(r["labels"]),
+        node_count=int(r["node_count"]),
+        created_at=d.time(r["created_at"]),
+        idempotency_key=r["idempotency_key"],
+        request_hash=r["request_hash"],
+    )

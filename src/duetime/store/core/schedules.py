@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 from duetime.errors import Conflict, NotFound, ValidationError
 from duetime.ids import new_id
 from duetime.store.core import rows
-from duetime.store.core.dependencies import fail_dependents
+from duetime.store.core.follow import settle
+from duetime.store.core.outbox import ticks_missed
 from duetime.store.core.plan import (
     NOW,
     Decode,
@@ -34,6 +35,7 @@ from duetime.store.core.plan import (
     Plan,
     Row,
     UniqueViolation,
+    Wake,
     all_,
     batch,
     execute,
@@ -344,7 +346,11 @@ def schedule_delete(
     cancelled: list[tuple[str, bool]] = yield all_(
         "schedule_tasks_cancel_pending", _cancelled, schedule_id=schedule_id
     )
-    yield from fail_dependents([task_id for task_id, has_dependents in cancelled if has_dependents])
+    followed = [(task_id, "cancelled") for task_id, has_dependents in cancelled if has_dependents]
+    if followed:
+        yield from settle(followed)
+    if cancelled:
+        yield Wake(ended=tuple(task_id for task_id, _ in cancelled))
     yield from _revision(schedule_id, "delete", actor, before, {"deleted": True})
     return len(cancelled)
 
@@ -408,6 +414,12 @@ def schedule_advance(advances: Sequence[ScheduleAdvance]) -> Plan[list[bool]]:
              task_of.get((a.schedule_id, k.nominal)) if k.with_task else None, k.detail)
             for a in todo for k in a.ticks
         ])  # fmt: skip
+        missed = {
+            a.schedule_id: n
+            for a in todo
+            if (n := sum(k.outcome is TickOutcome.MISSED for k in a.ticks))
+        }
+        yield from ticks_missed(missed)  # the tenants' notifications, in this transaction
         yield batch(
             "schedule_advance",
             [

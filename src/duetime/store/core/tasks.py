@@ -8,20 +8,24 @@ and lease ids are UUIDs: anything else names no task (PostgreSQL could not even 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from duetime.errors import Conflict, NotFound, ValidationError
-from duetime.ids import is_uuid
+import orjson
+
+from duetime.errors import BadCursor, Conflict, NotFound, ValidationError
+from duetime.ids import id_prefix_range, is_uuid
 from duetime.store.core import rows
-from duetime.store.core.dependencies import fail_dependents
+from duetime.store.core.follow import settle
 from duetime.store.core.plan import Into, Plan, Wake, all_, execute, one, wake_for
 from duetime.store.core.runner import Runs
 from duetime.types import (
     PATCHABLE_STATUSES,
     Attempt,
     Lease,
+    PayloadMatch,
     Task,
     TaskFilter,
     TaskPatch,
@@ -32,6 +36,9 @@ PATCHABLE = sorted(s.value for s in PATCHABLE_STATUSES)
 CANCELLABLE = [s.value for s in TaskStatus if not s.terminal]
 """Waiting tasks are cancelled at once; a running one is flagged and ends with its attempt."""
 REPLAYABLE = [TaskStatus.FAILED.value, TaskStatus.CANCELLED.value]
+_PAYLOAD_KEY = re.compile(r"(?=.{1,64}$)[A-Za-z0-9_-]*[A-Za-z_-][A-Za-z0-9_-]*")
+"""An object key of a payload path; never all digits, which PostgreSQL's ``#>`` would read as an
+array position where SQLite's path reads a key."""
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -46,15 +53,55 @@ def task_get(tenant_id: str, task_id: str) -> Plan[Task | None]:
     return found
 
 
+def _payload_params(match: PayloadMatch | None) -> dict[str, Any]:
+    """A payload path equality as both dialects bind it: ``payload_path``, the JSON path
+    ``$."k1"."k2"`` (keys quoted; PostgreSQL reads it as a strict ``jsonpath``), and
+    ``payload_json``, the value as canonical JSON (SQLite tells its type by ``json_type``)."""
+    if match is None:
+        return {"payload_equals": None, "payload_path": None, "payload_json": None}
+    if not match.keys or not all(_PAYLOAD_KEY.fullmatch(key) for key in match.keys):
+        raise ValidationError(
+            "a payload path is object keys of A-Z a-z 0-9 _ - (not all digits)", field="payload"
+        )
+    try:
+        value = orjson.loads(match.value_json)
+    except orjson.JSONDecodeError:
+        value = ...
+    if value is ... or isinstance(value, dict | list):
+        raise ValidationError("a payload match compares one JSON scalar", field="payload")
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        value = float(value)  # SQLite keeps larger JSON numbers as reals
+    return {
+        "payload_equals": None,
+        "payload_path": "$" + "".join(f'."{key}"' for key in match.keys),
+        "payload_json": orjson.dumps(value).decode(),
+    }
+
+
 def task_list(query: TaskFilter) -> Plan[list[Task]]:
-    """Newest first (id descending), after ``query.cursor``, every filter applied."""
+    """Newest first (id descending), after ``query.cursor``, every filter applied. An
+    ``id_prefix`` is a range of ids (:func:`~duetime.ids.id_prefix_range`): its lower end is
+    ``id_low``, its upper end tightens the cursor's, so the scan has one range on ``id``."""
     if query.cursor is not None and not is_uuid(query.cursor):
-        raise ValidationError("cursor is not one this server issued", field="cursor")
+        raise BadCursor("cursor is not one this server issued")
     if query.limit <= 0:
         return []
+    low, before = None, query.cursor
+    if query.id_prefix is not None:
+        found_range = id_prefix_range(query.id_prefix)
+        if found_range is None:
+            raise ValidationError("not a prefix of a task id", field="id_prefix")
+        low, high = found_range
+        # One upper bound for the index range: the cursor's or the prefix's, the lower.
+        if high is not None and (before is None or high < before):
+            before = high
     statuses = list(dict.fromkeys(str(status) for status in query.statuses))
     labels = dict(query.labels) or None
-    params = _fields(query) | {"labels": labels}
+    params = (
+        _fields(query)
+        | {"labels": labels, "cursor": before, "id_low": low}
+        | _payload_params(query.payload_equals)
+    )
     yield execute("plan_custom")
     if len(statuses) == 1:
         params |= {"status": statuses[0]}
@@ -95,8 +142,10 @@ def task_cancel(tenant_id: str, task_id: str) -> Plan[Task]:
         "task_cancel", tenant_id, task_id, rows.task_and_dependents, statuses=CANCELLABLE
     )
     task, has_dependents = found
-    if task.status is TaskStatus.CANCELLED and has_dependents:
-        yield from fail_dependents([task.id])
+    if task.status is TaskStatus.CANCELLED:
+        if has_dependents:
+            yield from settle([(task.id, task.status.value)])
+        yield Wake(ended=(task.id,))
     return task
 
 

@@ -30,34 +30,38 @@ from duetime.clock import Clock
 from duetime.errors import StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
 from duetime.store.core.circuits import CircuitMethods
+from duetime.store.core.credentials import CredentialMethods
+from duetime.store.core.flow import FlowMethods
+from duetime.store.core.follow import FollowMethods
+from duetime.store.core.graph import GraphMethods
 from duetime.store.core.history import HistoryMethods, acting
 from duetime.store.core.hot import HotMethods
+from duetime.store.core.identity import IdentityMethods
 from duetime.store.core.leadership import LeadershipMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
+from duetime.store.core.outbox import OutboxMethods
 from duetime.store.core.plan import Plan, Wake, Woken
 from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.schedules import ScheduleMethods
 from duetime.store.core.tasks import TaskMethods
 from duetime.store.core.tenancy import TenancyMethods
+from duetime.store.core.workflows import WorkflowMethods
+from duetime.store.ended import EndedFeed
 from duetime.store.postgres import driver
+from duetime.store.postgres import schema as pg_schema
 from duetime.store.postgres.batching import InsertBatcher
+from duetime.store.postgres.ends import PgEnds
 from duetime.store.postgres.errors import describe_server, is_unavailable
+from duetime.store.postgres.flow import PgFlow
 from duetime.store.postgres.history import PgHistory
 from duetime.store.postgres.hot import PgPromote
 from duetime.store.postgres.pooling import KeptConnections
 from duetime.store.postgres.queues import QueueOps
-from duetime.store.postgres.signals import (
-    DUE_CHANNEL,
-    POLLS_CHANNEL,
-    PULLS_ONLY,
-    READY_CHANNEL,
-    Listener,
-    PgSignal,
-    PollPeers,
-)
+from duetime.store.postgres.signals import PULLS_ONLY, Listener, PgSignal, PollPeers
 from duetime.store.postgres.sql import QUERIES as Q
+from duetime.store.postgres.sqlapi import SqlApiMethods
 from duetime.store.sql import migrations
 
 log = logging.getLogger(__name__)
@@ -81,24 +85,35 @@ _SERVER_SETTINGS = {
 
 class PostgresStore(
     CircuitMethods,
+    IdentityMethods,
+    CredentialMethods,
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
     TaskMethods,
     LeadershipMethods,
     PgPromote,
+    PgFlow,
+    FlowMethods,
     HotMethods,
     QueueOps,
     QueueingMethods,
     ScheduleMethods,
     NotificationMethods,
+    OutboxMethods,
+    FollowMethods,
+    GraphMethods,
+    WorkflowMethods,
     PgHistory,
     HistoryMethods,
+    SqlApiMethods,
 ):
     """The :class:`~duetime.store.protocols.Store` on PostgreSQL (13 or newer).
 
-    ``url`` is a ``postgresql://`` URL. ``clock`` pins the store's time for tests (its
-    ``pinned()``); production passes None or a clock whose ``pinned()`` is None. The pool keeps
+    ``url`` is a ``postgresql://`` URL; its ``schema`` parameter names the schema every object
+    lives in (default ``duetime``: :mod:`duetime.store.postgres.schema`). ``clock`` pins the
+    store's time for tests (its ``pinned()``); production passes None or a clock whose
+    ``pinned()`` is None. The pool keeps
     ``pool_min``..``pool_max`` connections, plus one dedicated listener connection.
     ``connect_timeout`` bounds one connection attempt, ``acquire_timeout`` the wait for a free
     pooled connection and ``command_timeout`` one statement (a server that stopped answering);
@@ -116,7 +131,8 @@ class PostgresStore(
         acquire_timeout: float = 10.0,
         command_timeout: float | None = 60.0,
     ) -> None:
-        self._url = url
+        self._url, self.schema = pg_schema.split_url(url)
+        self._settings = {**_SERVER_SETTINGS, **pg_schema.server_settings(self.schema)}
         self._clock = clock
         self._pool_min = pool_min
         self._pool_max = max(pool_min, pool_max)
@@ -127,11 +143,26 @@ class PostgresStore(
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         # Payload of this instance's notifications: its own listener skips them.
         self._token = uuid.uuid4().hex
-        self._polls = PollPeers(lambda: self._send_notify(POLLS_CHANNEL))
-        self.ready_signal = PgSignal(READY_CHANNEL, self._send_notify, self._polls)
-        self.due_signal = PgSignal(DUE_CHANNEL, self._send_notify)
+        polls = pg_schema.channel(self.schema, "polls")
+        self._polls = PollPeers(lambda: self._send_notify(polls))
+        self.ready_signal = PgSignal(
+            pg_schema.channel(self.schema, "ready"), self._send_notify, self._polls
+        )
+        self.due_signal = PgSignal(pg_schema.channel(self.schema, "due"), self._send_notify)
+        self._ends = PgEnds(
+            self._send_ends,
+            pg_schema.channel(self.schema, "ended"),
+            pg_schema.channel(self.schema, "waits"),
+        )
+        self.ended = EndedFeed(self._ends)
+        self._ends.feed = self.ended
         self._listener = Listener(
-            self._connect_listener, [self.ready_signal, self.due_signal], self._token, self._polls
+            self._connect_listener,
+            [self.ready_signal, self.due_signal],
+            self._token,
+            self._polls,
+            polls_channel=polls,
+            ends=self._ends,
         )
         self._migrations = migrations(__package__ or "duetime.store.postgres")
         # Connections kept in hand between calls (asyncpg's acquire and release cost two tasks
@@ -216,13 +247,19 @@ class PostgresStore(
             self.ready_signal.notify()
         if wake.due:
             self.due_signal.notify()
+        if wake.ended and self.ended.wanted:
+            self.ended.publish(wake.ended)
 
     async def _connect_listener(self) -> asyncpg.Connection[Any]:
         return await asyncpg.connect(
             self._url,
             timeout=self._connect_timeout,
-            server_settings={**_SERVER_SETTINGS, "application_name": "duetime-listener"},
+            server_settings={**self._settings, "application_name": "duetime-listener"},
         )
+
+    async def _send_ends(self, channel: str, payload: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute(Q["notify"], channel, f"{self._token}:{payload}")
 
     async def _send_notify(self, channel: str, pulls_only: bool = False) -> None:
         payload = f"{self._token}:{PULLS_ONLY}" if pulls_only else self._token
@@ -242,7 +279,7 @@ class PostgresStore(
                 max_size=self._pool_max,
                 timeout=self._connect_timeout,
                 command_timeout=self._command_timeout,
-                server_settings=_SERVER_SETTINGS,
+                server_settings=self._settings,
                 reset=_keep_session,
             )
         except Exception as exc:
@@ -262,6 +299,7 @@ class PostgresStore(
         await self.ready_signal.drain()
         await self.due_signal.drain()
         await self._polls.drain()
+        await self._ends.drain()
         pool, self._pool = self._pool, None
         if pool is not None:
             try:
@@ -269,6 +307,17 @@ class PostgresStore(
                 await asyncio.wait_for(pool.close(), 5.0)
             except Exception:
                 pool.terminate()
+
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations in this store's schema, first moving a database laid out
+        before there was one (:func:`duetime.store.postgres.schema.migrate`); returns the
+        versions applied. Concurrent nodes are safe: the later one waits, then finds nothing."""
+        plan = pg_schema.migrate(self.schema, self._migrations)
+        return await self._run(plan, write=True, long=True)
+
+    async def migrations_pending(self) -> list[str]:
+        """Versions not yet applied (empty when current)."""
+        return await self._run(pg_schema.pending(self.schema, self._migrations), snapshot=True)
 
     async def now(self) -> datetime:
         """The pinned time if any, else the database's ``now()``."""

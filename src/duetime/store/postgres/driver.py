@@ -41,7 +41,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 QUERIES: Mapping[str, Query] = load(__name__.rpartition(".")[0], "postgres", *PLAN_FILES)
-"""The statements plans name, in PostgreSQL's dialect (``:name`` rewritten to ``$n``)."""
+"""The statements the core's plans name, in PostgreSQL's dialect (``:name`` rewritten to
+``$n``)."""
+
+STATEMENTS: Mapping[str, Query] = {
+    **QUERIES,
+    **load(__name__.rpartition(".")[0], "postgres", "schema.sql", "sqlapi.sql"),
+}
+"""Those, and the statements of PostgreSQL's own plans (:mod:`.schema`, :mod:`.sqlapi`)."""
 
 
 def _identity(value: Any) -> Any:
@@ -118,6 +125,8 @@ async def run(
             if wake is not None:
                 wake.ready |= request.ready
                 wake.due |= request.due
+                if request.ended:
+                    wake.ended.extend(request.ended)
         elif isinstance(request, Call):
             reply = await asyncio.to_thread(request.fn, *request.args)
         elif isinstance(request, Script):
@@ -127,7 +136,7 @@ async def run(
 
 
 async def _statement(conn: Conn, pinned: datetime | None, stmt: Stmt, timeout: float | None) -> Any:
-    query = QUERIES[stmt.query]
+    query = STATEMENTS[stmt.query]
     params = stmt.params
     try:
         args = [
@@ -162,7 +171,7 @@ async def _batch(conn: Conn, pinned: datetime | None, batch: Batch, timeout: flo
     """PostgreSQL sends a batch as one statement: each parameter is the array of its values."""
     if not batch.rows:
         return None if batch.into is None else []
-    query = QUERIES[batch.query]
+    query = STATEMENTS[batch.query]
     try:
         args = [
             pinned

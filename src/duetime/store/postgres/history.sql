@@ -63,6 +63,8 @@ WITH params AS (
     DELETE FROM task_deps d USING doomed WHERE d.parent_id = doomed.id
 ), gone_attempts AS (
     DELETE FROM attempts a USING doomed WHERE a.task_id = doomed.id
+), gone_follow AS (
+    DELETE FROM task_follow f USING doomed WHERE f.task_id = doomed.id
 )
 DELETE FROM tasks t USING doomed WHERE t.id = doomed.id
 RETURNING t.id::text AS id, t.tenant_id, t.name, t.queue, t.status, t.schedule_id, t.finished_at,

@@ -30,8 +30,10 @@ from duetime.errors import Conflict, ValidationError
 from duetime.ids import is_uuid, new_ids
 from duetime.store.core import hot as rules
 from duetime.store.core import rows
-from duetime.store.core.dependencies import fail_dependents
+from duetime.store.core.follow import Settled, settle
+from duetime.store.core.outbox import dead_lettered
 from duetime.store.core.plan import Wake, Woken, wake_for
+from duetime.store.ended import EndedFeed
 from duetime.store.postgres import driver
 from duetime.store.postgres.batching import InsertBatcher
 from duetime.store.postgres.driver import PgDecode as D
@@ -44,6 +46,7 @@ from duetime.types import (
     Completion,
     CompletionResult,
     Lease,
+    LeasedEnd,
     NewTask,
     Task,
     TaskCreated,
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("duetime.store")
 Q = load(__package__ or "", "postgres", "hot_batch.sql")
 _STATUS = {s.value: s for s in TaskStatus}
+_ENDED = frozenset(s.value for s in TaskStatus if s.terminal)
 _DEADLOCK_RETRIES = 3
 SOLE_SECONDS = 0.1
 """How long push claims that came back full for a single tenant skip reading who has ready work."""
@@ -76,11 +80,11 @@ class PgPromote:
     ``tasks_due_idx`` in due order (listed before the core's methods in the store's bases).
 
     Statistics taken before a burst (autovacuum analyzes a table after it grew, not when its
-    tasks fall due) say only a few tasks are due; the planner then read every due task with a
-    bitmap scan and sorted them all to take the first ``limit``, again on every round: 20,000
-    due read and sorted ~23 times for one burst (``auto_explain``: 10-16 ms a round;
-    docs/benchmarks.md, thirteenth session). Without sorts the index walk, which stops after
-    ``limit`` rows, is the only plan left (as for the push claim, ``claim_in_index_order``).
+    tasks fall due) say only a few tasks are due; the planner then reads every due task with a
+    bitmap scan and sorts them all to take the first ``limit``, again on every round: 20,000
+    due read and sorted ~23 times for one burst (``auto_explain``: 10-16 ms a round). Without
+    sorts the index walk, which stops after ``limit`` rows, is the only plan left (as for the
+    push claim, ``claim_in_index_order``).
     """
 
     def _pinned(self) -> datetime | None:
@@ -109,6 +113,7 @@ class PgHot:
 
     ready_signal: PgSignal
     due_signal: PgSignal
+    ended: EndedFeed
     _inserts: InsertBatcher[tuple[Any, ...], Inserted]
     # Queues with a limit, cached (class-level defaults; queue_put resets ``_limited_at``).
     _limited_at: float = -math.inf
@@ -128,6 +133,14 @@ class PgHot:
     def _wake(self, wake: Woken | Wake) -> None:
         raise NotImplementedError
 
+    async def _create_flowing(self, tasks: Sequence[NewTask]) -> list[TaskCreated]:
+        raise NotImplementedError  # PgFlow
+
+    async def _claim_flow(
+        self, tx: Conn, params: dict[str, Any], limits: asyncpg.Record, take: int
+    ) -> list[asyncpg.Record]:
+        raise NotImplementedError  # PgFlow
+
     def _announce(self, statuses: Iterable[str]) -> None:
         """After a commit that left tasks in ``statuses``: wake dispatchers and promoters."""
         self._wake(wake_for(statuses))
@@ -140,19 +153,22 @@ class PgHot:
         One ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`` makes every new task;
         idempotent hits (earlier rows, a racing insert, or a repeat inside this batch) are read
         back afterwards and returned with ``created=False``. Input PostgreSQL cannot store (a NUL
-        character) raises ``ValidationError``.
+        character) raises ``ValidationError``. A batch with flow rules (a uniqueness window, a
+        debounce, a throttle) is created task by task in one transaction (:meth:`_create_flowing`).
         """
         if not tasks:
             return []
+        if any(t.flow is not None for t in tasks):
+            return await self._create_flowing(tasks)
         fresh, slots = rules.first_of_each_key(tasks)
         ids = new_ids(len(fresh))
         parents = [tuple(dict.fromkeys(t.depends_on)) for t in fresh]
         for parent in {p for group in parents for p in group}:
             if not is_uuid(parent):
                 raise rules.unknown_parent(parent)
-        with _storable():
+        with storable():
             inserted, hits, statuses = await self._insert(fresh, ids, parents)
-        made = _made(fresh, ids, parents, inserted, hits, statuses)
+        made = made_tasks(fresh, ids, parents, inserted, hits, statuses)
         rules.announce_created(made, self.ready_signal, self.due_signal)
         return rules.in_input_order(slots, made)
 
@@ -163,26 +179,26 @@ class PgHot:
         :class:`~duetime.store.protocols.CreateHandoff`): one commit, no wake-up between.
 
         A plain :meth:`task_create_many` (and no leases) when the claim would take the locked
-        path (a limited queue, a tenant with a quota) or a task has parents."""
+        path (a limited queue, a tenant with a quota) or a task has parents or flow rules."""
         kind = rules.claim_kind(claim)
         limited = await self._limited_queues()
         if (
             kind != "worker"
             or (claim.tenant_id, claim.queue) in limited
             or claim.tenant_id in self._limited_tenants
-            or any(t.depends_on for t in tasks)
+            or any(t.depends_on or t.flow is not None for t in tasks)
         ):
             return await self.task_create_many(tasks), []
         fresh, slots = rules.first_of_each_key(tasks)
         ids = new_ids(len(fresh))
         parents: list[tuple[str, ...]] = [()] * len(fresh)
-        with _storable():
+        with storable():
             async with self._transaction() as conn:
                 inserted = await _insert_on(conn, self._pinned(), fresh, ids, parents)
                 hits = await _fetch_hits(conn, fresh, ids, inserted)
                 leases = await self._claim(conn, kind, claim)
         made = rules.announce_handed_over(
-            _made(fresh, ids, parents, inserted, hits, None),
+            made_tasks(fresh, ids, parents, inserted, hits, None),
             leases,
             self.ready_signal,
             self.due_signal,
@@ -203,37 +219,7 @@ class PgHot:
             async with self._connection() as conn:
                 return inserted, await _fetch_hits(conn, fresh, ids, inserted), None
         async with self._transaction() as conn:
-            # Locked parents: their completion waits for our task_deps rows, or we read its end.
-            wanted = sorted({p for group in parents for p in group})
-            found = {
-                str(r["id"]): r for r in await conn.fetch(*bind("task_parents_lock", ids=wanted))
-            }
-            statuses = rules.parent_statuses(
-                fresh, {k: (r["tenant_id"], r["status"]) for k, r in found.items()}
-            )
-            # The clock's part of the rule ("ready or scheduled") is task_insert's (see the ADR).
-            starts = [rules.starting_status(mine, None, None) for mine in statuses]
-            pending = [waiting for _, waiting in starts]
-            dep_failed = [status is TaskStatus.FAILED for status, _ in starts]
-            unmarked = [p for p in wanted if not found[p]["has_dependents"]]
-            if unmarked:
-                await conn.execute(*bind("task_parents_mark", ids=unmarked))
-            inserted = await _insert_on(conn, pinned, fresh, ids, parents, pending, dep_failed)
-            # Only a blocked child ever needs its parents to find it.
-            blocked = [
-                i
-                for i, task_id in enumerate(ids)
-                if task_id not in inserted.absent and pending[i] and not dep_failed[i]
-            ]
-            if blocked:
-                await conn.execute(
-                    *bind(
-                        "task_deps_insert",
-                        parent_ids=[p for i in blocked for p in parents[i]],
-                        child_ids=[ids[i] for i in blocked for _ in parents[i]],
-                    )
-                )
-            return inserted, await _fetch_hits(conn, fresh, ids, inserted), statuses
+            return await insert_in(conn, pinned, fresh, ids, parents)
 
     async def _insert_run(self, pinned: Hashable, records: list[tuple[Any, ...]]) -> Inserted:
         """One ``task_insert`` statement (the :class:`InsertBatcher`'s runner)."""
@@ -313,7 +299,10 @@ class PgHot:
             if request.tenant_id is not None:
                 params["limit"] = rules.tenant_take(request, request.tenant_id, request.limit, {})
             found = []
-            if params["limit"]:
+            # A claim of one limited queue only: the statement for queues without limits would
+            # skip all of it, so only the locked path below runs.
+            alone = (request.tenant_id, request.queue) in self._limited
+            if params["limit"] and not alone:
                 async with self._on(conn) as c:
                     found = await c.fetch(*bind(_CLAIM[kind], **params))
         leases = sorted((rows.lease(r, D) for r in found), key=rules.claim_order)
@@ -368,7 +357,7 @@ class PgHot:
         (see the rules)."""
         limit, cap = request.limit, request.room_of
         # The transaction costs ~0.4 ms per claim; keeping it for backlogs only measured slower
-        # bursts (docs/benchmarks.md, third session).
+        # bursts (docs/adr/0002-skip-locked-batches.md).
         await conn.execute(Q["claim_in_index_order"].text)
         claimed: list[asyncpg.Record] = []
         taken: Counter[str] = Counter()
@@ -454,6 +443,7 @@ class PgHot:
             async with self._within(conn) as tx:
                 limits = await tx.fetchrow(*bind("queue_lock", **one))
                 if limits is None:  # resumed, unlimited or paused since the cache was filled
+                    self._limited_at = -math.inf  # the next claim reads the cache again
                     continue
                 rate, at, since = limits["rate_limit_per_second"], limits["at"], limits["tokens_at"]
                 elapsed = 0.0 if since is None else (at - since).total_seconds()
@@ -461,7 +451,9 @@ class PgHot:
                     want, limits["tokens"], elapsed, rate, limits["burst"]
                 )
                 got: list[asyncpg.Record] = []
-                if take > 0:
+                if take > 0 and limits["key_rate"] is not None:
+                    got = await self._claim_flow(tx, {**one, "limit": take}, limits, take)
+                elif take > 0:
                     per_key = limits["max_concurrency_per_key"]
                     statement = "task_claim_keyed" if per_key is not None else _LIMITED[kind]
                     if per_key is not None:
@@ -527,6 +519,7 @@ class PgHot:
                 c.worker,
                 c.logs,
                 c.response,
+                c.status.value,
             )
             for c in batch
         ]
@@ -536,14 +529,21 @@ class PgHot:
                     found = await conn.fetch(
                         *bind("task_complete_many", now=pinned, completions=records)
                     )
-                    woken = await _settle_dependents(conn, pinned, found)
+                    settled = await _settle_dependents(conn, pinned, found)
+                    dead = [str(r["id"]) for r in found if r["status"] == "failed"]
+                    if dead:  # durable notifications, in the transaction of the end
+                        await driver.run(conn, pinned, dead_lettered(dead))
                 break
             except (pgx.DeadlockDetectedError, pgx.SerializationError):
                 # Two batches releasing the same children in different orders: all or nothing,
                 # so running the batch again is safe.
                 if attempt == _DEADLOCK_RETRIES - 1:
                     raise
-        self._announce([*(r["status"] for r in found), *woken])
+        self._announce([*(r["status"] for r in found), *settled.woken])
+        if self.ended.wanted:  # only while someone waits: the ids cost nothing otherwise
+            self.ended.publish(
+                [*(str(r["id"]) for r in found if r["status"] in _ENDED), *settled.ended]
+            )
         await self._freed((r["tenant_id"], r["queue"]) for r in found)
         return {(str(r["id"]), str(r["lease_id"])): _STATUS[r["status"]] for r in found}
 
@@ -553,7 +553,7 @@ class PgHot:
         lease_ids: Sequence[str],
         results: Sequence[str | None],
         logs: Sequence[str | None] | None = None,
-    ) -> dict[str, tuple[str, str]]:
+    ) -> dict[str, LeasedEnd]:
         """End succeeded attempts by lease id in one statement, without reading the tasks first
         (see :class:`~duetime.store.protocols.LeaseCompleter`)."""
         wanted: dict[str, str | None] = {}
@@ -585,7 +585,19 @@ class PgHot:
                 )
             )
         await self._freed((tenant_id, r["queue"]) for r in found)
-        return {str(r["lease_id"]): (str(r["id"]), r["queue"]) for r in found}
+        if self.ended.wanted:
+            self.ended.publish(str(r["id"]) for r in found)
+        return {
+            str(r["lease_id"]): LeasedEnd(
+                task_id=str(r["id"]),
+                queue=r["queue"],
+                attempt=r["attempts"],
+                started_at=r["started_at"],
+                traceparent=r["traceparent"],
+                target_type=r["target_type"],
+            )
+            for r in found
+        }
 
     async def _freed(self, queues: Iterable[tuple[str, str]]) -> None:
         """Tasks of these (tenant, queue)s stopped running: when one is limited, its next task
@@ -609,7 +621,7 @@ class Inserted:
     absent: frozenset[str]
 
 
-def _made(
+def made_tasks(
     fresh: Sequence[NewTask],
     ids: Sequence[str],
     parents: Sequence[tuple[str, ...]],
@@ -664,12 +676,56 @@ _LIMITED = {
 
 
 @contextmanager
-def _storable() -> Iterator[None]:
+def storable() -> Iterator[None]:
     """Input PostgreSQL cannot store (a NUL character) is the caller's error, not the store's."""
     try:
         yield
     except pgx.DataError as exc:
         raise ValidationError(f"a task cannot be stored: {exc}") from exc
+
+
+async def insert_in(
+    conn: Conn,
+    pinned: datetime | None,
+    fresh: list[NewTask],
+    ids: list[str],
+    parents: list[tuple[str, ...]],
+) -> tuple[Inserted, dict[tuple[str, str], Task], list[list[str]] | None]:
+    """Insert ``fresh`` under ``ids`` on ``conn``, inside the caller's transaction: what the
+    insert said, the existing tasks behind idempotent hits by (tenant, key), and each task's
+    parent statuses (None: no parents)."""
+    if not any(parents):
+        inserted = await _insert_on(conn, pinned, fresh, ids, parents)
+        return inserted, await _fetch_hits(conn, fresh, ids, inserted), None
+    # Locked parents: their completion waits for our task_deps rows, or we read its end.
+    wanted = sorted({p for group in parents for p in group})
+    found = {str(r["id"]): r for r in await conn.fetch(*bind("task_parents_lock", ids=wanted))}
+    statuses = rules.parent_statuses(
+        fresh, {k: (r["tenant_id"], r["status"]) for k, r in found.items()}
+    )
+    # The clock's part of the rule ("ready or scheduled") is task_insert's (see the ADR).
+    starts = [rules.starting_status(mine, None, None) for mine in statuses]
+    pending = [waiting for _, waiting in starts]
+    dep_failed = [status is TaskStatus.FAILED for status, _ in starts]
+    unmarked = [p for p in wanted if not found[p]["has_dependents"]]
+    if unmarked:
+        await conn.execute(*bind("task_parents_mark", ids=unmarked))
+    inserted = await _insert_on(conn, pinned, fresh, ids, parents, pending, dep_failed)
+    # Only a blocked child ever needs its parents to find it.
+    blocked = [
+        i
+        for i, task_id in enumerate(ids)
+        if task_id not in inserted.absent and pending[i] and not dep_failed[i]
+    ]
+    if blocked:
+        await conn.execute(
+            *bind(
+                "task_deps_insert",
+                parent_ids=[p for i in blocked for p in parents[i]],
+                child_ids=[ids[i] for i in blocked for _ in parents[i]],
+            )
+        )
+    return inserted, await _fetch_hits(conn, fresh, ids, inserted), statuses
 
 
 async def _insert_on(
@@ -731,19 +787,10 @@ async def _fetch_hits(
 
 async def _settle_dependents(
     conn: Conn, pinned: datetime | None, ended: Sequence[asyncpg.Record]
-) -> list[str]:
-    """Release children of succeeded parents and fail those of failed/cancelled ones. Returns
-    the statuses released children moved to."""
-    succeeded = [str(r["id"]) for r in ended if r["has_dependents"] and r["status"] == "succeeded"]
-    doomed = [
-        str(r["id"])
-        for r in ended
-        if r["has_dependents"] and r["status"] in ("failed", "cancelled")
-    ]
-    woken: list[str] = []
-    if succeeded:
-        found = await conn.fetch(*bind("task_deps_release", now=pinned, parent_ids=succeeded))
-        woken = [r["status"] for r in found]
-    if doomed:  # the rule task_cancel and schedule_delete share
-        await driver.run(conn, pinned, fail_dependents(doomed))
-    return woken
+) -> Settled:
+    """What follows the end of the tasks with dependents or callbacks among ``ended``
+    (:func:`duetime.store.core.follow.settle`, the rule every ending shares)."""
+    followed = [(str(r["id"]), r["status"]) for r in ended if r["has_dependents"]]
+    if not followed:
+        return Settled()
+    return await driver.run(conn, pinned, settle(followed))

@@ -42,7 +42,7 @@ WITH held AS MATERIALIZED (
     FROM unnest((SELECT :lease_ids::uuid[])) AS l (id)  -- a generic plan (hot_batch.sql)
     CROSS JOIN LATERAL (
         SELECT id FROM tasks
-        WHERE lease_id = l.id AND status = 'running'
+        WHERE lease_id = l.id  -- running, by tasks_lease_is_running (migration 0021)
           AND lease_expires_at > coalesce(:now::timestamptz, now())
         ORDER BY lease_id LIMIT 1
     ) AS x

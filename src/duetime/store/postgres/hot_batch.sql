@@ -5,9 +5,8 @@
 -- database clock. An array a statement unnests is read through a scalar subquery,
 -- unnest((SELECT :x::t[])): even a custom plan then cannot see how long it is, so custom and
 -- generic plans cost the same and PostgreSQL keeps the generic one after its first five runs.
--- Given the array itself, a custom plan for one element always looked cheaper than the generic
--- plan, and a one-task create or ack was planned afresh on every call (0.06 and 0.2-0.4 ms;
--- docs/benchmarks.md, thirteenth session).
+-- Given the array itself, a custom plan for one element always looks cheaper than the generic
+-- plan, so a one-task create or ack would be planned afresh on every call (0.06 and 0.2-0.4 ms).
 
 -- fragment: task_insert_rows
 -- :tasks is a task_input[]. The starting status is the rule of duetime.store.core.hot
@@ -15,15 +14,14 @@
 -- locked in the same transaction; only "ready or scheduled" is decided here, by the database
 -- clock (see docs/adr/0005-store-core.md, and the test that pins both agree). Only created_at
 -- (that clock) comes back: the caller knows every other column and works out each status by the
--- same rule on it (no row of columns back per task: ~1.3 us of the node's CPU a task,
--- docs/benchmarks.md, nineteenth session); when fewer were inserted than sent (idempotency keys
--- that exist), task_ids_present says which.
+-- same rule on it (no row of columns back per task: ~1.3 us of the node's CPU a task); when
+-- fewer were inserted than sent (idempotency keys that exist), task_ids_present says which.
 INSERT INTO tasks AS t (
     id, tenant_id, name, queue, status, version, target_type, target, payload,
     idempotency_key, priority, retry, timeout_seconds, depends_on, pending_parents,
     has_dependents, concurrency_key, labels, attempts, series_start, schedule_id,
     scheduled_for, run_at, due_at, created_at, updated_at, finished_at, last_error,
-    cancel_requested, traceparent, request_hash, payload_ref)
+    cancel_requested, traceparent, request_hash, payload_ref, flow_key)
 SELECT
     i.id, i.tenant_id, i.name, i.queue,
     CASE WHEN i.dep_failed THEN 'failed'
@@ -36,7 +34,7 @@ SELECT
     coalesce(i.run_at, c.now), c.now, c.now,
     CASE WHEN i.dep_failed THEN c.now END,
     CASE WHEN i.dep_failed THEN 'a task it depends on failed or was cancelled' END,
-    false, i.traceparent, i.request_hash, i.payload_ref
+    false, i.traceparent, i.request_hash, i.payload_ref, i.flow_key
 FROM unnest((SELECT :tasks::task_input[])) AS i
 CROSS JOIN (SELECT coalesce(:now::timestamptz, now()) AS now) AS c
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -114,17 +112,19 @@ RETURNING t.*;
 -- Claims skip tasks of paused and limited queues (limited ones: the locked path below).
 AND NOT EXISTS (
     SELECT 1 FROM queues q
-    WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND (q.paused OR q.limited))
+    WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+      AND (q.paused OR q.limited OR q.key_rate IS NOT NULL))
 
 -- fragment: claimable_this_queue
 -- The same test for a claim of one tenant's queue, asked of the request's own names: checked
 -- once, not joined to every candidate. Joined, the planner cannot tell how few queues hold
--- anything back; with statistics that know of a ready backlog it then read and sorted the whole
+-- anything back; with statistics that know of a ready backlog it then reads and sorts the whole
 -- backlog for every claim (57 ms for a lease of 10 out of 100,000 ready tasks, against 1 ms
--- walking tasks_ready_worker_idx: docs/benchmarks.md, tenth session).
+-- walking tasks_ready_worker_idx: benchmarks/lease_backlog.py).
 AND NOT EXISTS (
     SELECT 1 FROM queues q
-    WHERE q.tenant_id = :tenant_id AND q.name = :queue AND (q.paused OR q.limited))
+    WHERE q.tenant_id = :tenant_id AND q.name = :queue
+      AND (q.paused OR q.limited OR q.key_rate IS NOT NULL))
 
 -- name: ready_push_queues
 -- The (tenant, queue)s with ready push tasks, their tenant's weight, and whether the queue holds
@@ -153,7 +153,7 @@ WITH RECURSIVE active (tenant_id, queue) AS (
 SELECT a.tenant_id, a.queue, coalesce(tn.weight, 1) AS weight,
        EXISTS (SELECT 1 FROM queues q
                WHERE q.tenant_id = a.tenant_id AND q.name = a.queue
-                 AND (q.paused OR q.limited)) AS held
+                 AND (q.paused OR q.limited OR q.key_rate IS NOT NULL)) AS held
 FROM active a LEFT JOIN tenants tn ON tn.id = a.tenant_id
 WHERE a.tenant_id <> ALL(:exclude::text[]);
 
@@ -183,7 +183,8 @@ WITH found AS (
     ) AS x
     WHERE NOT EXISTS (
         SELECT 1 FROM queues q
-        WHERE q.tenant_id = s.tenant_id AND q.name = s.queue AND (q.paused OR q.limited))
+        WHERE q.tenant_id = s.tenant_id AND q.name = s.queue
+          AND (q.paused OR q.limited OR q.key_rate IS NOT NULL))
 ), picked AS (
     SELECT id FROM (
         SELECT id, n, row_number() OVER (
@@ -246,7 +247,7 @@ GROUP BY tenant_id;
 
 -- name: queue_limited_all
 -- Every queue whose claims go through the locked path (see queue_lock); cached by each store.
-SELECT tenant_id, name FROM queues WHERE limited AND NOT paused;
+SELECT tenant_id, name FROM queues WHERE (limited OR key_rate IS NOT NULL) AND NOT paused;
 
 -- name: queue_limited_ready_worker
 -- Of the limited queues (:tenant_ids, :queues pairwise), those with a ready worker task the
@@ -312,9 +313,9 @@ CROSS JOIN LATERAL (
 -- "at" is the clock, not now(): now() is when the transaction began, possibly before a wait
 -- for this lock behind a later claimer; the bucket's time must never go back (queue_tokens_put).
 SELECT max_concurrency, rate_limit_per_second, burst, max_concurrency_per_key, tokens, tokens_at,
-       coalesce(:now::timestamptz, clock_timestamp()) AS at
+       key_rate, key_burst, coalesce(:now::timestamptz, clock_timestamp()) AS at
 FROM queues
-WHERE tenant_id = :tenant_id AND name = :queue AND limited AND NOT paused
+WHERE tenant_id = :tenant_id AND name = :queue AND (limited OR key_rate IS NOT NULL) AND NOT paused
 FOR UPDATE;
 
 -- name: queue_tokens_put
@@ -576,24 +577,22 @@ picked AS (
 -- include: claim_lease
 
 -- name: task_complete_many
--- :completions is a task_completion[]. Fenced on (id, lease_id). The attempt rows are written by the
--- same statement.
+-- :completions is a task_completion[], each with the status its ending decided
+-- (duetime.lifecycle.finish). Fenced on (id, lease_id). The one rule applied here is the
+-- cancel-requested override (duetime.states.after_cancel_request), read under the fence; and the
+-- clock's arithmetic for a retry's due time. The attempt rows are written by the same statement.
 WITH c AS (SELECT * FROM unnest((SELECT :completions::task_completion[]))),
 done AS (
     UPDATE tasks t SET
-        status = CASE WHEN c.outcome = 'succeeded' THEN 'succeeded'
-                      WHEN t.cancel_requested THEN 'cancelled'
-                      WHEN c.retry_delay IS NOT NULL THEN 'retrying'
-                      ELSE 'failed' END,
-        due_at = CASE WHEN c.outcome <> 'succeeded' AND NOT t.cancel_requested
-                           AND c.retry_delay IS NOT NULL
+        status = CASE WHEN t.cancel_requested AND c.status <> 'succeeded' THEN 'cancelled'
+                      ELSE c.status END,
+        due_at = CASE WHEN c.status = 'retrying' AND NOT t.cancel_requested
                       THEN coalesce(:now::timestamptz, now()) + make_interval(secs => c.retry_delay)
                       ELSE t.due_at END,
-        finished_at = CASE WHEN c.outcome <> 'succeeded' AND NOT t.cancel_requested
-                                AND c.retry_delay IS NOT NULL THEN NULL
+        finished_at = CASE WHEN c.status = 'retrying' AND NOT t.cancel_requested THEN NULL
                            ELSE coalesce(:now::timestamptz, now()) END,
-        result = CASE WHEN c.outcome = 'succeeded' THEN c.result ELSE t.result END,
-        last_error = CASE WHEN c.outcome = 'succeeded' THEN t.last_error ELSE c.error END,
+        result = CASE WHEN c.status = 'succeeded' THEN c.result ELSE t.result END,
+        last_error = CASE WHEN c.status = 'succeeded' THEN t.last_error ELSE c.error END,
         lease_id = NULL,
         lease_expires_at = NULL,
         version = t.version + 1,
@@ -633,7 +632,8 @@ WITH l AS MATERIALIZED (
     FROM unnest((SELECT :lease_ids::uuid[]), (SELECT :results::text[]), (SELECT :logs::text[]))
         AS l (lease_id, result, logs)
     CROSS JOIN LATERAL (
-        SELECT id, tenant_id FROM tasks WHERE lease_id = l.lease_id AND status = 'running'
+        SELECT id, tenant_id FROM tasks
+        WHERE lease_id = l.lease_id  -- running, by tasks_lease_is_running (migration 0021)
         ORDER BY lease_id LIMIT 1
     ) AS x
     -- Tested outside the probe: inside, stale statistics ("nothing runs") made it a walk of
@@ -651,14 +651,14 @@ done AS (
         updated_at = coalesce(:now::timestamptz, now())
     FROM l
     -- Tasks by primary key only ("id = ANY", as in the claims; the tenant is tested in l): a
-    -- tenant test here let plans made under statistics of a smaller table walk the tenant's
-    -- tasks and rescan l for each (500 acks among ~1,500 tasks: 45-130 ms instead of a few;
-    -- docs/benchmarks.md, thirteenth session).
+    -- tenant test here lets plans made under statistics of a smaller table walk the tenant's
+    -- tasks and rescan l for each (500 acks among ~1,500 tasks: 45-130 ms instead of a few).
     WHERE t.id = ANY(ARRAY(SELECT id FROM l)) AND t.id = l.id AND t.lease_id = l.lease_id
       AND NOT t.has_dependents
       -- A worker id over the attempts' 256-byte limit is cut by the general path (recordable).
       AND octet_length(coalesce(t.worker_id, '')) <= 256
-    RETURNING t.id, l.lease_id, t.queue, t.attempts, t.started_at, t.worker_id, l.logs
+    RETURNING t.id, l.lease_id, t.queue, t.attempts, t.started_at, t.worker_id, l.logs,
+              t.traceparent, t.target_type
 ),
 att AS (
     INSERT INTO attempts (task_id, number, started_at, finished_at, outcome, error,
@@ -672,23 +672,104 @@ att AS (
     FROM done d
     ON CONFLICT DO NOTHING
 )
-SELECT id, lease_id, queue FROM done;
+SELECT id, lease_id, queue, attempts, started_at, traceparent, target_type FROM done;
 
--- name: task_deps_release
--- Parents :parent_ids succeeded: each blocked child loses that many pending parents; at zero it becomes
--- ready or scheduled by its own due_at.
-WITH d AS (
-    SELECT child_id, count(*)::int AS n FROM task_deps
-    WHERE parent_id = ANY(:parent_ids::uuid[]) GROUP BY child_id
+-- Keyed rate limits (duetime/store/core/keyed.py; claimed by duetime/store/postgres/flow.py,
+-- after queue_lock, in its transaction).
+
+-- name: flow_ready_keys
+-- The queue's keys with ready work of the claim's kind, in key order after :after (NULL: from
+-- the first) up to :upto (NULL: to the last), at most :cap: a skip scan of tasks_ready_flow_idx,
+-- one probe per key, each giving the key's first ready task in claim order; with its bucket
+-- (none: full) and, with :per_key, its running tasks (tasks_running_queue_idx: the rule keys a
+-- task's concurrency_key by the same expression). The recursion stops at :cap (a recursive
+-- query is read only as far as its reader asks).
+WITH RECURSIVE keys (k, priority, due_at, id) AS (
+    (SELECT flow_key, priority, due_at, id FROM tasks
+     WHERE status = 'ready' AND flow_key IS NOT NULL AND tenant_id = :tenant_id
+       AND queue = :queue
+       AND (:after::text IS NULL OR flow_key > :after)
+       AND (:upto::text IS NULL OR flow_key <= :upto)
+       AND target_type = ANY(:types::text[])
+       AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
+     ORDER BY flow_key, priority DESC, due_at
+     LIMIT 1)
+    UNION ALL
+    SELECT n.flow_key, n.priority, n.due_at, n.id
+    FROM keys CROSS JOIN LATERAL (
+        SELECT flow_key, priority, due_at, id FROM tasks
+        WHERE status = 'ready' AND flow_key IS NOT NULL AND tenant_id = :tenant_id
+          AND queue = :queue AND flow_key > keys.k
+          AND (:upto::text IS NULL OR flow_key <= :upto)
+          AND target_type = ANY(:types::text[])
+          AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
+        ORDER BY flow_key, priority DESC, due_at
+        LIMIT 1
+    ) AS n
+), heads AS (
+    SELECT k, priority, due_at, id FROM keys LIMIT :cap
 )
-UPDATE tasks t SET
-    pending_parents = greatest(t.pending_parents - d.n, 0),
-    status = CASE WHEN t.pending_parents - d.n > 0 THEN 'blocked'
-                  WHEN t.due_at <= coalesce(:now::timestamptz, now()) THEN 'ready'
-                  ELSE 'scheduled' END,
-    version = t.version + 1,
-    updated_at = coalesce(:now::timestamptz, now())
-FROM d
-WHERE t.id = ANY(ARRAY(SELECT child_id FROM d)) AND t.id = d.child_id
-  AND t.status = 'blocked'
-RETURNING t.status;
+SELECT h.k AS key, h.priority, h.due_at, h.id, b.tokens, b.tokens_at,
+       CASE WHEN :per_key::int IS NULL OR h.k = '' THEN NULL ELSE (
+           SELECT count(*)::int FROM tasks r
+           WHERE r.status = 'running' AND r.tenant_id = :tenant_id AND r.queue = :queue
+             AND r.concurrency_key = h.k) END AS running
+FROM heads AS h
+LEFT JOIN flow_buckets AS b ON b.tenant_id = :tenant_id AND b.queue = :queue AND b.key = h.k
+ORDER BY h.k;
+
+-- name: task_claim_flow
+-- The keys' first tasks flow_ready_keys read (:heads, keys that may take one: by primary key),
+-- and up to :takes of each of :keys' first ready tasks (pairwise; one probe of
+-- tasks_ready_flow_idx each), the best of them in claim order to the room. Not locked when
+-- picked: the queue lock serializes this queue's claimers, and claim_lease re-tests the status.
+WITH
+-- include: limited_room
+, found AS (
+    SELECT id, priority, due_at, created_at FROM tasks
+    WHERE id IN (SELECT h FROM unnest((SELECT :heads::uuid[])) AS h) AND status = 'ready'
+    UNION ALL
+    SELECT x.id, x.priority, x.due_at, x.created_at
+    FROM unnest((SELECT :keys::text[]), (SELECT :takes::int[])) AS s (k, n)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, due_at, created_at FROM tasks
+        WHERE status = 'ready' AND flow_key IS NOT NULL AND flow_key = s.k
+          AND tenant_id = :tenant_id AND queue = :queue
+          AND target_type = ANY(:types::text[])
+          AND (:names::text[] IS NULL OR name = ANY(:names::text[]))
+        ORDER BY priority DESC, due_at, created_at, id
+        LIMIT s.n
+    ) AS x
+), picked AS (
+    SELECT id FROM found
+    ORDER BY priority DESC, due_at, created_at, id
+    LIMIT (SELECT n FROM room)
+)
+-- include: claim_lease
+
+-- name: flow_buckets_put
+-- What a claim left in the buckets it took from (the level, at queue_lock's clock, and when the
+-- bucket is full again: the sweep's test). Its time never goes back.
+INSERT INTO flow_buckets AS b (tenant_id, queue, key, tokens, tokens_at, full_at)
+SELECT :tenant_id, :queue, u.k, u.tokens, :at::timestamptz, u.full_at
+FROM unnest(:keys::text[], :tokens::float8[], :full_ats::timestamptz[]) AS u (k, tokens, full_at)
+ON CONFLICT (tenant_id, queue, key) DO UPDATE SET
+    tokens = excluded.tokens,
+    tokens_at = greatest(b.tokens_at, excluded.tokens_at),
+    full_at = excluded.full_at;
+
+-- name: flow_keys_fill_queue
+-- A keyed queue said to have ready work whose flow index lists none: its ready tasks came
+-- without a flow key (see flow_keys_fill); they get '' now, and follow the queue's own limits.
+UPDATE tasks t SET flow_key = ''
+WHERE t.id = ANY(ARRAY(
+    (SELECT id FROM tasks
+     WHERE status = 'ready' AND target_type = 'worker' AND tenant_id = :tenant_id
+       AND queue = :queue AND flow_key IS NULL
+     LIMIT :limit)
+    UNION ALL
+    (SELECT id FROM tasks
+     WHERE status = 'ready' AND target_type <> 'worker' AND tenant_id = :tenant_id
+       AND queue = :queue AND flow_key IS NULL
+     LIMIT :limit)))
+  AND t.status = 'ready' AND t.flow_key IS NULL;

@@ -4,10 +4,14 @@
 
 -- name: queue_put
 INSERT INTO queues AS q (tenant_id, name, rate_limit_per_second, burst, max_concurrency,
-                         max_concurrency_per_key, paused, updated_at)
+                         max_concurrency_per_key, paused, updated_at, flow, key_rate, key_burst)
 VALUES (:tenant_id, :name, :rate_limit_per_second, :burst, :max_concurrency,
-        :max_concurrency_per_key, :paused, coalesce(:now::timestamptz, now()))
+        :max_concurrency_per_key, :paused, coalesce(:now::timestamptz, now()),
+        :flow::jsonb, :key_rate::float8, :key_burst::int)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
+    flow = excluded.flow,
+    key_rate = excluded.key_rate,
+    key_burst = excluded.key_burst,
     rate_limit_per_second = excluded.rate_limit_per_second,
     burst = excluded.burst,
     max_concurrency = excluded.max_concurrency,

@@ -64,10 +64,12 @@ def task_input_records(
             t.scheduled_for,
             t.run_at,
             # The attributes migrations added, in the order they ran (0008_task_payload_ref,
-            # 0008_task_request_hash, 0009_observe): a composite is filled by position.
+            # 0008_task_request_hash, 0009_observe, 0026_keyed_flow): a composite is filled by
+            # position.
             t.payload_ref,
             t.request_hash,
             t.traceparent,
+            t.flow_key,  # 0026_keyed_flow
         )
         for t, task_id, group, waiting, failed in zip(
             tasks, ids, parents, pending, dep_failed, strict=True

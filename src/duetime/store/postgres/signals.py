@@ -11,6 +11,9 @@ Why not NOTIFY inside the transaction that changed the tasks: PostgreSQL seriali
 notifying transactions on one lock held through the commit's WAL flush, which cut concurrent
 single creates 2-4x. Notifying after commit still never wakes anyone before the change is visible;
 a notify lost to a crash in between costs latency only, since every waiter also polls.
+The SQL API's functions (migration ``0024_sql_api``) are the exception: they run inside an
+application's transaction, after whose commit no node is there to notify, so they NOTIFY in it
+(PostgreSQL delivers it at commit) on the same channels, with a payload that is no node's token.
 
 The listener reconnects by itself with backoff after the server goes away. A reconnect wakes every
 waiter, since notifications sent while it was away are lost; a spurious wake only costs one poll.
@@ -28,17 +31,21 @@ from typing import Any
 import asyncpg
 
 from duetime.store.horizon import DueHorizon
+from duetime.store.postgres.ends import PgEnds
 from duetime.store.postgres.sql import QUERIES
 
 log = logging.getLogger(__name__)
 
 READY_CHANNEL = "duetime_ready"
 DUE_CHANNEL = "duetime_due"
+"""The channels of a store in the default schema; one in schema ``x`` uses ``x_ready`` and
+``x_due`` (:func:`duetime.store.postgres.schema.channel`)."""
 PULLS_ONLY = "pulls"
-"""A notify's payload is ``<sender token>`` or ``<sender token>:pulls`` (wake long polls only)."""
+"""A notify's payload is ``<sender token>`` or ``<sender token>:pulls`` (wake long polls only).
+The SQL API's functions send ``sql`` or ``sql:pulls``: no node's token, so every node wakes."""
 POLLS_CHANNEL = "duetime_polls"
 """A node whose long polls wait says so here (payload: its token), at most every
-:data:`POLLS_ANNOUNCE_SECONDS` while they do."""
+:data:`POLLS_ANNOUNCE_SECONDS` while they do (``x_polls`` for a store in schema ``x``)."""
 POLLS_ANNOUNCE_SECONDS = 1.0
 POLLS_PEER_SECONDS = 3.0
 """A node heard on :data:`POLLS_CHANNEL` counts as polling for this long; after this node's
@@ -54,8 +61,8 @@ class PollPeers:
     (``notify(pulls_only=True)``: worker tasks made ready) is sent across nodes only when
     someone else can use it. A single node, or one whose peers never poll, then sends no
     ``NOTIFY`` for a create of worker tasks: that statement, sent at the very moment the local
-    poll claims the new task, was most of an immediate worker task's latency beyond the claim
-    itself (docs/benchmarks.md, ninth session).
+    poll claims the new task, is most of an immediate worker task's latency beyond the claim
+    itself.
 
     This node announces itself on :data:`POLLS_CHANNEL` when one of its polls starts waiting
     (:meth:`polling`, at most every :data:`POLLS_ANNOUNCE_SECONDS`); the listener records other
@@ -210,11 +217,16 @@ class Listener:
         signals: Sequence[PgSignal],
         token: str,
         peers: PollPeers | None = None,
+        *,
+        polls_channel: str = POLLS_CHANNEL,
+        ends: PgEnds | None = None,
     ) -> None:
         self._connect = connect
+        self._polls_channel = polls_channel
         self._signals = {s.channel: s for s in signals}
         self._token = token
         self._peers = peers
+        self._ends = ends
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._conn: asyncpg.Connection[Any] | None = None
@@ -253,9 +265,15 @@ class Listener:
         sender, _, scope = str(payload).partition(":")
         if sender == self._token:
             return  # our own notify: the sender already woke this node
-        if channel == POLLS_CHANNEL:
+        if channel == self._polls_channel:
             if self._peers is not None:
                 self._peers.heard(sender)
+            return
+        if self._ends is not None and channel in (
+            self._ends.ended_channel,
+            self._ends.waits_channel,
+        ):
+            self._ends.heard(channel, sender, scope)
             return
         signal = self._signals.get(channel)
         if signal is not None:
@@ -274,7 +292,9 @@ class Listener:
             lost = asyncio.Event()
             conn.add_termination_listener(lambda _c, lost=lost: lost.set())
             try:
-                for channel in [*self._signals, *([POLLS_CHANNEL] if self._peers else [])]:
+                ends = [self._ends.ended_channel, self._ends.waits_channel] if self._ends else []
+                polls = [self._polls_channel] if self._peers else []
+                for channel in [*self._signals, *polls, *ends]:
                     await conn.add_listener(channel, self._on_notification)
             except Exception as exc:
                 log.debug("listener cannot LISTEN: %s", exc)
@@ -286,6 +306,8 @@ class Listener:
             self.connections += 1
             if self._peers is not None:
                 self._peers.reconnected()
+            if self._ends is not None:
+                self._ends.reconnected()
             self._connected.set()
             if self.connections > 1:
                 log.info("store listener reconnected")

@@ -10,12 +10,18 @@ SELECT * FROM tasks WHERE id = :id AND tenant_id = :tenant_id;
 -- each walking tasks_tenant_status_idx (tenant_id, status, id) backwards from the cursor for one
 -- page; only those pages (at most eight) are sorted. The status is written as a range and the
 -- branch ordered by (status, id) so that this index is the only one that gives the order: asked as
--- "status = <it>", a frequent status made the planner walk the primary key newest first instead,
+-- "status = <it>", a frequent status makes the planner walk the primary key newest first instead,
 -- filtering out every newer task of other tenants and statuses (25,000 rows for a page in
 -- tests/store/test_postgres_specific.py). There is no index on (tenant_id, id) alone: every task's
--- insert and each of its three status changes added an entry to it (migration 0018;
--- docs/benchmarks.md, fifteenth session). Run after plan_custom, so NULL filters fold away.
+-- insert and each of its three status changes would add an entry to it (migration 0018,
+-- docs/operations.md). Run after plan_custom, so NULL filters fold away.
+-- An id prefix is :id_low below and the core's :cursor above (the lower of the page's and the
+-- prefix's upper end).
+-- The error and payload searches (the dashboard's) read each row the branch's other filters let
+-- through; its LIMIT bounds the answer. The payload path is strict (no array unwrapping, an absent
+-- key is no match, silently), as SQLite's; jsonb equality compares numbers by value, as SQLite's.
 -- fragment: task_list_filters
+  AND (:id_low::uuid IS NULL OR id >= :id_low::uuid)
   AND (:queue::text IS NULL OR queue = :queue)
   AND (:name::text IS NULL OR name = :name)
   AND (:schedule_id::text IS NULL OR schedule_id = :schedule_id)
@@ -23,6 +29,10 @@ SELECT * FROM tasks WHERE id = :id AND tenant_id = :tenant_id;
   AND (:run_after::timestamptz IS NULL OR run_at >= :run_after)
   AND (:run_before::timestamptz IS NULL OR run_at < :run_before)
   AND (:cursor::uuid IS NULL OR id < :cursor)
+  AND (:error_contains::text IS NULL OR strpos(lower(last_error), lower(:error_contains)) > 0)
+  AND (:payload_path::text IS NULL
+       OR jsonb_path_query_first(payload::jsonb, ('strict ' || :payload_path)::jsonpath, '{}', true)
+          = :payload_json::jsonb)
 
 -- name: task_list
 (SELECT * FROM tasks
@@ -138,16 +148,18 @@ FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
 WHERE t.id = :id AND t.tenant_id = :tenant_id
 ORDER BY a.number;
 
--- A lease is current while its task runs under it (tasks_lease_is_running). One probe of
--- tasks_lease_id_idx per lease id: a plain "lease_id = ANY(:lease_ids)" may, under statistics
--- taken when nothing ran, walk tasks_lease_expiry_idx (every running task) instead.
+-- A lease is current while its task runs under it (tasks_lease_is_running, so the probe names
+-- no status: see migration 0021). One probe of tasks_lease_id_idx per lease id: a plain
+-- "lease_id = ANY(:lease_ids)" may, under statistics taken when nothing ran, walk every running
+-- task instead. The tenant is tested outside the probe: inside, such statistics made the probe a
+-- walk of the tenant's running tasks by tasks_tenant_status_idx, every one for each lease id.
 -- name: task_leases_get
 SELECT t.*
-FROM unnest(:lease_ids::uuid[]) AS l (id)
+FROM unnest((SELECT :lease_ids::uuid[])) AS l (id)
 CROSS JOIN LATERAL (
     SELECT * FROM tasks
-    WHERE lease_id = l.id AND status = 'running'
-      AND (:tenant_id::text IS NULL OR tenant_id = :tenant_id)
+    WHERE lease_id = l.id
     ORDER BY lease_id
     LIMIT 1
-) AS t;
+) AS t
+WHERE :tenant_id::text IS NULL OR t.tenant_id = :tenant_id;

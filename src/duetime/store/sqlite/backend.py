@@ -28,17 +28,25 @@ from duetime.clock import Clock, utcnow
 from duetime.errors import ConfigError, Conflict, StoreFull, StoreUnavailable
 from duetime.history.actor import current_actor
 from duetime.store.core.circuits import CircuitMethods
+from duetime.store.core.credentials import CredentialMethods
+from duetime.store.core.flow import FlowMethods
+from duetime.store.core.follow import FollowMethods
+from duetime.store.core.graph import GraphMethods
 from duetime.store.core.history import HistoryMethods, acting
 from duetime.store.core.hot import HotMethods
+from duetime.store.core.identity import IdentityMethods
 from duetime.store.core.leadership import LeadershipMethods
 from duetime.store.core.leases import LeaseReleaseMethods
 from duetime.store.core.migrations import MigrationMethods
 from duetime.store.core.notifications import NotificationMethods
+from duetime.store.core.outbox import OutboxMethods
 from duetime.store.core.plan import Plan, Woken
 from duetime.store.core.queueing import QueueingMethods
 from duetime.store.core.schedules import ScheduleMethods
 from duetime.store.core.tasks import TaskMethods
 from duetime.store.core.tenancy import TenancyMethods
+from duetime.store.core.workflows import WorkflowMethods
+from duetime.store.ended import EndedFeed
 from duetime.store.sql import migrations
 from duetime.store.sqlite import (
     driver,
@@ -77,16 +85,23 @@ _INTEGRITY_RETRIES = 2
 
 class SqliteStore(
     CircuitMethods,
+    IdentityMethods,
+    CredentialMethods,
     LeaseReleaseMethods,
     MigrationMethods,
     TenancyMethods,
     TaskMethods,
     LeadershipMethods,
     HotMethods,
+    FlowMethods,
     SqliteHot,
     QueueingMethods,
     ScheduleMethods,
     NotificationMethods,
+    OutboxMethods,
+    FollowMethods,
+    GraphMethods,
+    WorkflowMethods,
     SqliteHistory,
     HistoryMethods,
 ):
@@ -116,6 +131,7 @@ class SqliteStore(
         self._conn: sqlite3.Connection | None = None
         self.ready_signal = LocalSignal()
         self.due_signal = LocalSignal()
+        self.ended = EndedFeed()
         self._migrations = migrations(__package__ or "duetime.store.sqlite")
 
     # -- the database thread ------------------------------------------------------------------
@@ -242,6 +258,8 @@ class SqliteStore(
             self.ready_signal.notify()
         if wake.due:
             self.due_signal.notify()
+        if wake.ended and self.ended.wanted:
+            self.ended.publish(wake.ended)
 
     # -- life of the store ---------------------------------------------------------------------
 

@@ -105,6 +105,8 @@ def run(conn: sqlite3.Connection, now: int, plan: Plan[T], wake: Woken | None = 
             if wake is not None:
                 wake.ready |= request.ready
                 wake.due |= request.due
+                if request.ended:
+                    wake.ended.extend(request.ended)
         elif isinstance(request, Call):
             reply = request.fn(*request.args)
         elif isinstance(request, Script):

@@ -15,16 +15,21 @@ import random
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any, TypeVar
 
 from duetime.ids import new_ids
 from duetime.store.core import hot as rules
 from duetime.store.core import rows
+from duetime.store.core.follow import settle
+from duetime.store.core.outbox import dead_lettered
+from duetime.store.core.plan import Woken
+from duetime.store.ended import EndedFeed
 from duetime.store.recorded import recordable
 from duetime.store.sql import load
-from duetime.store.sqlite.dependencies import fail_dependents, release_dependents
+from duetime.store.sqlite import driver
 from duetime.store.sqlite.driver import SqliteDecode as D
+from duetime.store.sqlite.flow import claim_flow, create_flowing
 from duetime.store.sqlite.rows import dumps, from_micros, retry_to_json, to_micros
 from duetime.store.sqlite.signals import LocalSignal, Wakeups
 from duetime.types import (
@@ -66,9 +71,10 @@ def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
 
 
 def task_create_many(
-    conn: sqlite3.Connection, now: int, tasks: Sequence[NewTask]
+    conn: sqlite3.Connection, now: int, tasks: Sequence[NewTask], ids: Sequence[str] = ()
 ) -> list[TaskCreated]:
-    """Create ``tasks`` all or nothing; repeats of an idempotency key return the existing task."""
+    """Create ``tasks`` all or nothing; repeats of an idempotency key return the existing task.
+    ``ids``: the new tasks' ids, one per task (default: new ones)."""
     fresh, slots = rules.first_of_each_key(tasks)
     known = _existing_by_idempotency_key(conn, fresh)
     wanted = list(dict.fromkeys(parent for new in fresh for parent in new.depends_on))
@@ -78,7 +84,8 @@ def task_create_many(
     made: list[TaskCreated] = []
     inserts: list[dict[str, Any]] = []
     edges: list[dict[str, str]] = []
-    ids = new_ids(len(fresh))  # one per task, used or not (an idempotent hit makes none)
+    # One per task, used or not (an idempotent hit makes none).
+    ids = list(ids) if ids else new_ids(len(fresh))
     for new, statuses, task_id in zip(fresh, parents, ids, strict=True):
         hit = known.get((new.tenant_id, new.idempotency_key or ""))
         if hit is not None:
@@ -139,6 +146,7 @@ def _insert_row(new: NewTask, task: Task, pending: int, now: int) -> dict[str, A
         "traceparent": new.traceparent,
         "request_hash": new.request_hash,
         "payload_ref": new.payload_ref,
+        "flow_key": new.flow_key,
     }
 
 
@@ -146,7 +154,11 @@ def _insert_row(new: NewTask, task: Task, pending: int, now: int) -> dict[str, A
 
 
 def task_claim(
-    conn: sqlite3.Connection, now: int, request: ClaimRequest, refill: list[float] | None = None
+    conn: sqlite3.Connection,
+    now: int,
+    request: ClaimRequest,
+    refill: list[float] | None = None,
+    cursors: MutableMapping[tuple[str, str], str] | None = None,
 ) -> list[Lease]:
     """Claim from queues without limits (paused and limited queues skipped), then from each
     limited queue within its room, in the same write transaction: nobody can claim in between.
@@ -155,8 +167,9 @@ def task_claim(
     (:func:`~duetime.store.core.hot.claim_shares`), each tenant's share in its own priority and
     due order. A limited queue's room is the claim's room cut to ``max_concurrency`` less its
     running tasks and to its bucket's whole tokens; with ``max_concurrency_per_key`` the keyed
-    claim picks. When a bucket runs dry, the seconds until its next token are appended to
-    ``refill`` (the caller wakes claimers then)."""
+    claim picks, with a keyed rate limit the keyed claim (:func:`.flow.claim_flow`; ``cursors``
+    keep where each queue's next one starts). When a bucket runs dry, the seconds until its next
+    token are appended to ``refill`` (the caller wakes claimers then)."""
     kind = rules.claim_kind(request)
     if kind is None:
         return []
@@ -228,7 +241,13 @@ def task_claim(
         elapsed = 0.0 if q["tokens_at"] is None else (now - q["tokens_at"]) / 1e6
         take, tokens = rules.limited_room(take, q["tokens"], elapsed, rate, q["burst"])
         claimed: list[Lease] = []
-        if take > 0:
+        if take > 0 and q["key_rate"] is not None:
+            claimed, wait = claim_flow(
+                conn, now, params, q, take, {} if cursors is None else cursors, _rowids(conn)
+            )
+            if wait is not None and refill is not None:
+                refill.append(wait)
+        elif take > 0:
             if q["max_concurrency_per_key"] is not None:
                 query, extra = Q["task_claim_keyed"], {"per_key": q["max_concurrency_per_key"]}
             else:
@@ -284,6 +303,15 @@ def _claim_push(
     return _claimed(conn.execute(Q["task_claim_rowids"], {**one, "rowids": dumps(best)}))
 
 
+def _rowids(conn: sqlite3.Connection) -> Callable[[dict[str, Any], list[int]], list[Lease]]:
+    """Leases the rows given, for one tenant's queue (``task_claim_rowids``)."""
+
+    def claim(one: dict[str, Any], rowids: list[int]) -> list[Lease]:
+        return _claimed(conn.execute(Q["task_claim_rowids"], {**one, "rowids": dumps(rowids)}))
+
+    return claim
+
+
 def _claimed(cursor: sqlite3.Cursor) -> list[Lease]:
     found = _dicts(cursor)
     # RETURNING order is unspecified: restore the claim order.
@@ -299,9 +327,15 @@ def _micros(seconds: float) -> int:
 
 
 def task_complete_many(
-    conn: sqlite3.Connection, now: int, completions: Sequence[Completion], wake: Wakeups
+    conn: sqlite3.Connection,
+    now: int,
+    completions: Sequence[Completion],
+    wake: Wakeups,
+    wake_ends: bool = False,
 ) -> list[CompletionResult]:
-    """End attempts fenced by lease, write their attempt rows, then settle dependents.
+    """End attempts fenced by lease, write their attempt rows, then settle what follows the
+    ends (:func:`duetime.store.core.follow.settle`); with ``wake_ends``, the ids of the tasks
+    that ended go into ``wake`` (someone waits for ends).
 
     The batch runs as set-based UPDATEs in "rounds": round k holds the k-th completion of each
     task id, so within one statement a task appears once and repeats see the earlier outcome,
@@ -326,6 +360,9 @@ def task_complete_many(
             ended[i] = accepted.get(completions[i].task_id)
     results: list[CompletionResult] = []
     attempts: list[dict[str, Any]] = []
+    followed: list[tuple[str, str]] = []
+    ends: list[str] = []
+    dead: list[str] = []
     for done, settled in zip(completions, ended, strict=True):
         if settled is None:  # stale lease: fenced off, nothing changed
             results.append(CompletionResult(done.task_id, done.lease_id, False, None))
@@ -348,32 +385,49 @@ def task_complete_many(
             }
         )
         wake.due |= status is TaskStatus.RETRYING
-        if settled[2] and status is TaskStatus.SUCCEEDED:
-            release_dependents(conn, now, done.task_id, wake)
+        if status.terminal:
+            if wake_ends:
+                ends.append(done.task_id)
+            if settled[2]:
+                followed.append((done.task_id, status.value))
+            if status is TaskStatus.FAILED:
+                dead.append(done.task_id)
     if attempts:
         _many(conn, "attempt_insert", attempts)
-    fail_dependents(conn, now, [r.task_id for r, e in zip(results, ended, strict=True) if _dead(e)])
+    if followed:  # dependents and callbacks: the rule every ending shares
+        woken = Woken()
+        settled_ends = driver.run(conn, now, settle(followed), woken)
+        wake.ready |= woken.ready
+        wake.due |= woken.due
+        if wake_ends:
+            ends.extend(settled_ends.ended)
+    if dead:  # durable notifications, in the transaction of the end
+        driver.run(conn, now, dead_lettered(dead))
+    if wake_ends:
+        wake.ended.extend(ends)
     return results
-
-
-def _dead(settled: tuple[str, int, bool] | None) -> bool:
-    """A parent whose end fails its dependents."""
-    return settled is not None and settled[2] and settled[0] in ("failed", "cancelled")
 
 
 def _finish_item(done: Completion) -> list[Any]:
     """One element of ``task_finish``'s :batch (see hot_batch.sql)."""
-    ok = done.outcome is AttemptOutcome.SUCCEEDED
-    delay = done.retry_delay_seconds
+    retrying = done.status is TaskStatus.RETRYING
+    delay = done.retry_delay_seconds or 0.0
     return [
         done.task_id,
         done.lease_id,
-        ok,
-        None if ok or delay is None else _micros(max(0.0, delay)),
-        done.result_json if ok else None,
+        done.status.value,
+        _micros(max(0.0, delay)) if retrying else None,
+        done.result_json if done.status is TaskStatus.SUCCEEDED else None,
         done.error,
         done.outcome is AttemptOutcome.LEASE_EXPIRED,
     ]
+
+
+def _create(conn: sqlite3.Connection, now: int, batch: list[NewTask]) -> list[TaskCreated]:
+    """A create: in one go, or task by task when one has flow rules."""
+    if any(t.flow is not None for t in batch):
+        return create_flowing(conn, now, batch, task_create_many)
+    return task_create_many(conn, now, batch)
 
 
 class SqliteHot:
@@ -382,6 +436,12 @@ class SqliteHot:
 
     ready_signal: LocalSignal
     due_signal: LocalSignal
+    ended: EndedFeed
+
+    @functools.cached_property
+    def _flow_cursors(self) -> MutableMapping[tuple[str, str], str]:
+        """Per (tenant, queue): where the next keyed claim starts its list of keys."""
+        return {}
 
     async def _write(
         self, body: Callable[[sqlite3.Connection, int], T], *, integrity_retries: int = 0
@@ -397,9 +457,7 @@ class SqliteHot:
         batch = list(tasks)
         # Under BEGIN IMMEDIATE nobody can insert between our idempotency lookup and our insert,
         # but should a unique index still fire, a re-run finds the winner as an idempotent hit.
-        made = await self._write(
-            lambda conn, now: task_create_many(conn, now, batch), integrity_retries=2
-        )
+        made = await self._write(lambda conn, now: _create(conn, now, batch), integrity_retries=2)
         rules.announce_created(made, self.ready_signal, self.due_signal)
         return made
 
@@ -415,8 +473,8 @@ class SqliteHot:
         refill: list[float] = []
 
         def body(conn: sqlite3.Connection, now: int) -> tuple[list[TaskCreated], list[Lease]]:
-            made = task_create_many(conn, now, batch)
-            return made, task_claim(conn, now, claim, refill)
+            made = _create(conn, now, batch)
+            return made, task_claim(conn, now, claim, refill, self._flow_cursors)
 
         made, leases = await self._write(body, integrity_retries=2)
         if refill:
@@ -425,7 +483,10 @@ class SqliteHot:
 
     async def task_claim(self, request: ClaimRequest) -> list[Lease]:
         refill: list[float] = []
-        leases = await self._write(lambda conn, now: task_claim(conn, now, request, refill))
+        cursors = self._flow_cursors
+        leases = await self._write(
+            lambda conn, now: task_claim(conn, now, request, refill, cursors)
+        )
         if refill:
             self._refill.after(min(refill))
         return leases
@@ -441,6 +502,7 @@ class SqliteHot:
             return []
         batch = [recordable(c) for c in completions]
         wake = Wakeups()
-        done = await self._write(lambda conn, now: task_complete_many(conn, now, batch, wake))
+        ends = self.ended.wanted
+        done = await self._write(lambda conn, now: task_complete_many(conn, now, batch, wake, ends))
         self._fire(wake)
         return done

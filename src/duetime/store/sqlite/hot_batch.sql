@@ -8,12 +8,13 @@ INSERT INTO tasks (
     priority, retry, timeout_seconds, depends_on, pending_parents, has_dependents,
     concurrency_key, labels, attempts, series_start, schedule_id, scheduled_for, run_at, due_at,
     created_at, updated_at, finished_at, last_error, cancel_requested, traceparent, request_hash,
-    payload_ref
+    payload_ref, flow_key
 ) VALUES (
     :id, :tenant_id, :name, :queue, :status, 1, :target_type, :target, :payload,
     :idempotency_key, :priority, :retry, :timeout_seconds, :depends_on, :pending_parents, 0,
     :concurrency_key, :labels, 0, 0, :schedule_id, :scheduled_for, :run_at, :run_at,
-    :now, :now, :finished_at, :last_error, 0, :traceparent, :request_hash, :payload_ref
+    :now, :now, :finished_at, :last_error, 0, :traceparent, :request_hash, :payload_ref,
+    :flow_key
 );
 
 -- name: task_find_by_idempotency_keys
@@ -47,14 +48,16 @@ WHERE rowid IN
 -- Claims skip tasks of paused and limited queues (limited ones: queue by queue, below).
 AND NOT EXISTS (
     SELECT 1 FROM queues AS q
-    WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND (q.paused OR q.limited))
+    WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+      AND (q.paused OR q.limited OR q.key_rate IS NOT NULL))
 
 -- fragment: claimable_this_queue
 -- The same test for a claim of one tenant's queue, asked once of the request's own names (as
 -- PostgreSQL's, where joining it to every candidate misled the planner).
 AND NOT EXISTS (
     SELECT 1 FROM queues AS q
-    WHERE q.tenant_id = :tenant_id AND q.name = :queue AND (q.paused OR q.limited))
+    WHERE q.tenant_id = :tenant_id AND q.name = :queue
+      AND (q.paused OR q.limited OR q.key_rate IS NOT NULL))
 
 -- The next (tenant, queue) after (:after_tenant, :after_queue) with ready push tasks, its
 -- tenant's weight, and whether the queue holds its tasks back (paused or limited): one probe of
@@ -65,7 +68,7 @@ SELECT tenant_id, queue,
        coalesce((SELECT weight FROM tenants WHERE id = tasks.tenant_id), 1) AS weight,
        EXISTS (SELECT 1 FROM queues AS q
                WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
-                 AND (q.paused OR q.limited)) AS held
+                 AND (q.paused OR q.limited OR q.key_rate IS NOT NULL)) AS held
 FROM tasks
 WHERE status = 'ready' AND target_type <> 'worker'
   AND (tenant_id, queue) > (:after_tenant, :after_queue)
@@ -155,9 +158,9 @@ WHERE t.max_concurrency IS NOT NULL AND (:tenant_id IS NULL OR t.id = :tenant_id
 
 -- name: queue_limited
 SELECT tenant_id, name, max_concurrency, rate_limit_per_second, burst, max_concurrency_per_key,
-       tokens, tokens_at
+       tokens, tokens_at, key_rate, key_burst
 FROM queues
-WHERE limited AND paused = 0
+WHERE (limited OR key_rate IS NOT NULL) AND paused = 0
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:queue IS NULL OR name = :queue)
   AND tenant_id NOT IN (SELECT value FROM json_each(:exclude))
@@ -222,32 +225,30 @@ RETURNING *, rowid AS claim_rowid;
 RETURNING *, rowid AS claim_rowid;
 
 -- End attempts, fenced on (running, lease_id): one statement for a batch. :batch is a JSON array
--- of [task_id, lease_id, ok, delay_us, result, error]; the caller makes task ids unique within
--- one statement. The next status: succeeded on success; else cancelled when a cancel was
--- requested; else retrying when a delay was given; else failed. SET expressions see the old row,
--- so the "retrying" test is spelled out where it matters.
+-- of [task_id, lease_id, status, delay_us, result, error, expiry]; the caller makes task ids
+-- unique within one statement. The status is the one its ending decided
+-- (duetime.lifecycle.finish); the one rule applied here is the cancel-requested override
+-- (duetime.states.after_cancel_request), read under the fence, and the clock's arithmetic for a
+-- retry's due time. SET expressions see the old row, so the override is spelled out where it
+-- matters.
 -- name: task_finish
 UPDATE tasks SET
-    status = CASE
-        WHEN c.ok THEN 'succeeded'
-        WHEN tasks.cancel_requested THEN 'cancelled'
-        WHEN c.delay_us IS NOT NULL THEN 'retrying'
-        ELSE 'failed' END,
+    status = CASE WHEN tasks.cancel_requested AND c.status <> 'succeeded' THEN 'cancelled'
+                  ELSE c.status END,
     due_at = CASE
-        WHEN NOT c.ok AND NOT tasks.cancel_requested AND c.delay_us IS NOT NULL
-        THEN :now + c.delay_us
+        WHEN c.status = 'retrying' AND NOT tasks.cancel_requested THEN :now + c.delay_us
         ELSE tasks.due_at END,
     finished_at = CASE
-        WHEN NOT c.ok AND NOT tasks.cancel_requested AND c.delay_us IS NOT NULL THEN NULL
+        WHEN c.status = 'retrying' AND NOT tasks.cancel_requested THEN NULL
         ELSE :now END,
-    result = CASE WHEN c.ok THEN c.result ELSE tasks.result END,
-    last_error = CASE WHEN c.ok THEN tasks.last_error ELSE c.error END,
+    result = CASE WHEN c.status = 'succeeded' THEN c.result ELSE tasks.result END,
+    last_error = CASE WHEN c.status = 'succeeded' THEN tasks.last_error ELSE c.error END,
     lease_id = NULL,
     lease_expires_at = NULL,
     version = tasks.version + 1,
     updated_at = :now
 FROM (
-    SELECT value ->> 0 AS id, value ->> 1 AS lease_id, value ->> 2 AS ok,
+    SELECT value ->> 0 AS id, value ->> 1 AS lease_id, value ->> 2 AS status,
            value ->> 3 AS delay_us, value ->> 4 AS result, value ->> 5 AS error,
            value ->> 6 AS expiry
     FROM json_each(:batch)
@@ -258,7 +259,8 @@ WHERE tasks.id = c.id AND tasks.status = 'running' AND tasks.lease_id = c.lease_
   AND (NOT c.expiry OR tasks.lease_expires_at <= :now)
 RETURNING tasks.id, tasks.status, tasks.attempts, tasks.has_dependents,
     EXISTS (SELECT 1 FROM queues AS q
-            WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue AND q.limited)
+            WHERE q.tenant_id = tasks.tenant_id AND q.name = tasks.queue
+              AND (q.limited OR q.key_rate IS NOT NULL))
     OR EXISTS (SELECT 1 FROM tenants AS tn
                WHERE tn.id = tasks.tenant_id AND tn.max_concurrency IS NOT NULL) AS freed;
 

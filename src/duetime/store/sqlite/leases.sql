@@ -7,17 +7,18 @@ WHERE lease_id IN (SELECT value FROM json_each(:lease_ids)) AND status = 'runnin
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: task_release
--- Hand back each of :ids (its lease :lease_ids, due again :delays seconds from now, pairwise);
--- fenced on the lease again. (No UPDATE ... FROM: it needs SQLite 3.33.)
-WITH r (id, lease_id, delay) AS (
-    SELECT i.value, l.value, d.value
+-- Hand back each of :ids (its lease :lease_ids, in :statuses, due again :delays seconds from
+-- now, pairwise: duetime.lifecycle.release decided both); fenced on the lease again. (No
+-- UPDATE ... FROM: it needs SQLite 3.33.)
+WITH r (id, lease_id, delay, status) AS (
+    SELECT i.value, l.value, d.value, s.value
     FROM json_each(:ids) AS i
     JOIN json_each(:lease_ids) AS l ON l.key = i.key
     JOIN json_each(:delays) AS d ON d.key = i.key
+    JOIN json_each(:statuses) AS s ON s.key = i.key
 )
 UPDATE tasks SET
-    status = CASE WHEN (SELECT delay FROM r WHERE r.id = tasks.id) > 0
-                  THEN 'scheduled' ELSE 'ready' END,
+    status = (SELECT status FROM r WHERE r.id = tasks.id),
     due_at = :now + CAST(round((SELECT delay FROM r WHERE r.id = tasks.id) * 1000000) AS INTEGER),
     attempts = attempts - 1,
     version = version + 1,

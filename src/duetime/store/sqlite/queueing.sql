@@ -3,10 +3,13 @@
 
 -- name: queue_put
 INSERT INTO queues (tenant_id, name, rate_limit_per_second, burst, max_concurrency,
-                    max_concurrency_per_key, paused, updated_at)
+                    max_concurrency_per_key, paused, updated_at, flow, key_rate, key_burst)
 VALUES (:tenant_id, :name, :rate_limit_per_second, :burst, :max_concurrency,
-        :max_concurrency_per_key, :paused, :now)
+        :max_concurrency_per_key, :paused, :now, :flow, :key_rate, :key_burst)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
+    flow = excluded.flow,
+    key_rate = excluded.key_rate,
+    key_burst = excluded.key_burst,
     rate_limit_per_second = excluded.rate_limit_per_second,
     burst = excluded.burst,
     max_concurrency = excluded.max_concurrency,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from duetime.store.horizon import DueHorizon
 
@@ -105,7 +105,9 @@ class LocalSignal(DueHorizon):
 
 @dataclass(slots=True)
 class Wakeups:
-    """Which signals a transaction owes its waiters; fired only after it commits."""
+    """Which signals a transaction owes its waiters; fired only after it commits. ``ended``:
+    ids of tasks it ended (told to the store's ``ended`` feed)."""
 
     ready: bool = False
     due: bool = False
+    ended: list[str] = field(default_factory=list)

@@ -8,8 +8,13 @@ SELECT * FROM tasks WHERE tenant_id = :tenant_id AND id = :id;
 -- Newest first, after :cursor (NULL: the first page; char(1114111) sorts after every id):
 -- without a status, or with several, tasks_tenant is walked newest first; with exactly one
 -- (task_list_status), (tenant_id, status, id DESC) serves both filter and order.
--- Labels: every wanted key/value pair must exist.
+-- Labels: every wanted key/value pair must exist. An id prefix is a range of ids: :id_low below,
+-- and above, the core's :cursor (the lower of the page's and the prefix's upper end), so the
+-- index is searched between the two. The error and payload searches (the dashboard's) read each
+-- row the other filters let through; the LIMIT bounds the answer. A payload match is typed:
+-- json_type tells true from 1 and "42" from 42 (json_extract alone does not).
 -- fragment: task_list_filters
+  AND id >= coalesce(:id_low, '')
   AND (:queue IS NULL OR queue = :queue)
   AND (:name IS NULL OR name = :name)
   AND (:schedule_id IS NULL OR schedule_id = :schedule_id)
@@ -20,6 +25,15 @@ SELECT * FROM tasks WHERE tenant_id = :tenant_id AND id = :id;
         WHERE NOT EXISTS (
             SELECT 1 FROM json_each(tasks.labels) AS have
             WHERE have.key = want.key AND have.value = want.value)))
+  AND (:error_contains IS NULL OR instr(lower(last_error), lower(:error_contains)) > 0)
+  AND (:payload_path IS NULL OR CASE
+        WHEN json_type(:payload_json) IN ('integer', 'real')
+          THEN json_type(payload, :payload_path) IN ('integer', 'real')
+               AND json_extract(payload, :payload_path) = json_extract(:payload_json, '$')
+        WHEN json_type(:payload_json) = 'text'
+          THEN json_type(payload, :payload_path) = 'text'
+               AND json_extract(payload, :payload_path) = json_extract(:payload_json, '$')
+        ELSE json_type(payload, :payload_path) = json_type(:payload_json) END)
 
 -- name: task_list
 SELECT * FROM tasks

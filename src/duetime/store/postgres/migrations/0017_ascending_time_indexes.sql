@@ -5,7 +5,7 @@
 -- stayed half empty for good, and each insert walked down to that page again. Ascending, new
 -- entries go to the right end, where PostgreSQL fills pages before splitting them (and, for the
 -- index's rightmost page, skips the walk). Measured over 20,000 tasks' lives
--- (docs/benchmarks.md, twelfth session): history_tenant_idx 10.9 -> 6.1 MB, history_name_idx
+-- (benchmarks/pg_cpu_phases.py): history_tenant_idx 10.9 -> 6.1 MB, history_name_idx
 -- 12.1 -> 6.8 MB, tasks_tenant_status_idx 9.1 -> 6.4 MB. Every query reads them as before,
 -- backwards for "newest first" (ORDER BY at DESC, id DESC; id DESC), which a B-tree serves as
 -- well; the month export now reads history_name_idx forwards (history_export.sql).

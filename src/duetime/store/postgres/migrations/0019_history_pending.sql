@@ -6,8 +6,8 @@
 -- hot path is busy (at most a few seconds), so a burst does not pay for the history indexes
 -- while it drains. Every read of hot history reads history and history_pending together
 -- (history.sql, fragment history_rows), in one snapshot: a record is in exactly one of the two.
--- PostgreSQL's CPU per task in a worker burst (benchmarks/pg_cpu_phases.py, docs/benchmarks.md,
--- sixteenth session): promote + claim + ack 143 -> 98 us; the move costs about what the
+-- PostgreSQL's CPU per task in a worker burst (benchmarks/pg_cpu_phases.py, ADR 0008):
+-- promote + claim + ack 143 -> 98 us; the move costs about what the
 -- inserts did, later. Schedule revisions are rare and keep writing history directly.
 
 -- No index: rows are read whole (by the mover, or unnested by a history read) and deleted.
