@@ -86,3 +86,13 @@ def test_one_version_pinned_both_ways() -> None:
     # The checkout's dev install has the service's dependencies from the server's file (bootstrap)
     # and never names duetime-server, which no package index is asked for.
     assert not any("duetime" in d for d in client["optional-dependencies"]["dev"])
+
+
+def test_the_server_wheel_is_built_from_the_src_tree() -> None:
+    """``packaging/server/src`` is a symbolic link to the repository's src tree: a copy or a
+    file holding the path would build a wheel of other code, or none (setuptools: "'src' does
+    not exist or is not a directory")."""
+    link = SERVER / "src"
+    assert link.is_symlink(), f"{link} must be a symbolic link: ln -s ../../src {link}"
+    assert link.readlink() == Path("../../src")
+    assert link.resolve() == ROOT / "src"
