@@ -12,6 +12,11 @@ parsing 1,000 answers with an HTTP library stamps the last of a batch late for i
 
     .venv/bin/python benchmarks/result_waits.py --store postgres --waits 1000 --tasks 20000
     .venv/bin/python benchmarks/result_waits.py --store sqlite --repeat 1
+    .venv/bin/python benchmarks/result_waits.py --store postgres --waits 500 --floor
+
+``--floor`` prices what every answer of the burst pays, without the burst: ``--waits`` waits on
+ready tasks, leased in one call and acknowledged in one (the SDK's ack batch), timed from the
+ack's send to each answer.
 
 Workers are ``benchmarks/worker_burst.py``'s (default ``duetime.Worker`` settings).
 """
@@ -192,6 +197,52 @@ def one_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
     }
 
 
+def floor_run(args: argparse.Namespace, workdir: Path) -> dict[str, float]:
+    """The floor under the lag (``--floor``): ``--waits`` waits on as many ready worker tasks,
+    nothing else running; the tasks leased in one call and acknowledged in one call (as one
+    worker's ack batch). The lag from each task's ``finished_at`` as in a burst; and, from the
+    ack's send, its answer, the first and the last wait's answer, and the answers' spread per
+    answer."""
+    config = BenchConfig(store=args.store, pg_url=args.pg_url, tasks=args.waits)
+    with bench_store(config, workdir) as db, node(workdir, db, config) as proc:
+
+        async def measure() -> dict[str, float]:
+            body = {"target": {"type": "worker"}, "name": "noop", "queue": QUEUE}
+            async with aiohttp.ClientSession() as session:
+                async with session.post(
+                    f"{proc.url}/v1/tasks/batch", json={"tasks": [body] * args.waits}
+                ) as r:
+                    ids = [t["id"] for t in orjson.loads(await r.read())["items"]]
+                opened = asyncio.Event()
+                waiting = asyncio.create_task(_waits(proc.url, ids, opened))
+                await opened.wait()
+                await asyncio.sleep(1.0)  # every wait registered and its first read done
+                leases: list[str] = []
+                while len(leases) < len(ids):
+                    ask = {"max_tasks": len(ids) - len(leases), "worker_id": "floor"}
+                    async with session.post(f"{proc.url}/v1/queues/{QUEUE}/lease", json=ask) as r:
+                        leases += [x["lease_id"] for x in orjson.loads(await r.read())["leases"]]
+                acks = {"items": [{"lease_id": lease} for lease in leases]}
+                sent = time.time()
+                async with session.post(f"{proc.url}/v1/leases/complete", json=acks) as r:
+                    assert r.status == 200, await r.text()
+                acked = time.time()
+                by_id = await waiting
+            finished = await _finished(proc.url, ids)
+            lags = [(by_id[i] - finished[i]) * 1000 for i in ids]
+            answered = sorted(by_id.values())
+            return {
+                "answer_lag_p50_ms": percentile(lags, 50),
+                "answer_lag_p99_ms": percentile(lags, 99),
+                "ack_ms": (acked - sent) * 1000,
+                "first_answer_ms": (answered[0] - sent) * 1000,
+                "last_answer_ms": (answered[-1] - sent) * 1000,
+                "per_answer_us": (answered[-1] - answered[0]) * 1e6 / max(1, len(answered) - 1),
+            }
+
+        return asyncio.run(measure())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="postgres")
@@ -200,16 +251,22 @@ def main() -> None:
     parser.add_argument("--waits", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--floor", action="store_true", help="the floor: --waits waits ended by one ack, no burst"
+    )
     args = parser.parse_args()
     runs = []
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="duetime-waits-") as tmp:
-            figures = one_run(args, Path(tmp))
+            figures = (floor_run if args.floor else one_run)(args, Path(tmp))
         runs.append(figures)
         print(f"run {i + 1}: " + ", ".join(f"{k}={v:.1f}" for k, v in figures.items()))
     print(f"machine: {machine()}")
-    print(f"store: {args.store}; {args.waits} waits in a burst of {args.tasks} tasks; "
-          f"{args.workers} worker processes at default settings")  # fmt: skip
+    if args.floor:
+        print(f"store: {args.store}; {args.waits} waits ended by one ack of {args.waits} leases")
+    else:
+        print(f"store: {args.store}; {args.waits} waits in a burst of {args.tasks} tasks; "
+              f"{args.workers} worker processes at default settings")  # fmt: skip
     for key in runs[0]:
         print(f"  {key}: median {statistics.median(r[key] for r in runs):.1f}")
 
