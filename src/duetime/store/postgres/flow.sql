@@ -78,6 +78,19 @@ WHERE t.id = ANY(ARRAY(
     LIMIT :limit))
   AND t.status = 'ready' AND t.flow_key IS NULL;
 
+-- The end of queue_keys_by_flow and queue_keys_by_concurrency, after their "ready" and
+-- "running" counts per key: every key with both counts, the keys asked for first, then busiest.
+-- fragment: keys_by_count
+), wanted AS (
+    SELECT unnest(:keys::text[]) AS key
+)
+SELECT k.key, coalesce(r.n, 0) AS ready, coalesce(u.n, 0) AS running
+FROM (SELECT key FROM ready UNION SELECT key FROM running UNION SELECT key FROM wanted) AS k
+LEFT JOIN ready AS r ON r.key = k.key
+LEFT JOIN running AS u ON u.key = k.key
+ORDER BY k.key = ANY(:keys::text[]) DESC, coalesce(r.n, 0) DESC, coalesce(u.n, 0) DESC, k.key
+LIMIT :limit::int + cardinality(:keys::text[]);
+
 -- The keys of a queue with a keyed rate limit: ready tasks per key among the first :read ready
 -- tasks (tasks_ready_flow_idx), running ones per key (tasks_running_queue_idx), busiest first,
 -- and the keys asked for (:keys) whatever they hold.
@@ -94,15 +107,7 @@ WITH ready AS (
     WHERE status = 'running' AND tenant_id = :tenant_id AND queue = :queue
       AND flow_key IS NOT NULL
     GROUP BY flow_key
-), wanted AS (
-    SELECT unnest(:keys::text[]) AS key
-)
-SELECT k.key, coalesce(r.n, 0) AS ready, coalesce(u.n, 0) AS running
-FROM (SELECT key FROM ready UNION SELECT key FROM running UNION SELECT key FROM wanted) AS k
-LEFT JOIN ready AS r ON r.key = k.key
-LEFT JOIN running AS u ON u.key = k.key
-ORDER BY k.key = ANY(:keys::text[]) DESC, coalesce(r.n, 0) DESC, coalesce(u.n, 0) DESC, k.key
-LIMIT :limit::int + cardinality(:keys::text[]);
+-- include: keys_by_count
 
 -- The same for a queue whose keyed limit is max_concurrency_per_key alone: concurrency keys.
 -- name: queue_keys_by_concurrency
@@ -118,12 +123,4 @@ WITH ready AS (
     WHERE status = 'running' AND tenant_id = :tenant_id AND queue = :queue
       AND concurrency_key IS NOT NULL
     GROUP BY concurrency_key
-), wanted AS (
-    SELECT unnest(:keys::text[]) AS key
-)
-SELECT k.key, coalesce(r.n, 0) AS ready, coalesce(u.n, 0) AS running
-FROM (SELECT key FROM ready UNION SELECT key FROM running UNION SELECT key FROM wanted) AS k
-LEFT JOIN ready AS r ON r.key = k.key
-LEFT JOIN running AS u ON u.key = k.key
-ORDER BY k.key = ANY(:keys::text[]) DESC, coalesce(r.n, 0) DESC, coalesce(u.n, 0) DESC, k.key
-LIMIT :limit::int + cardinality(:keys::text[]);
+-- include: keys_by_count

@@ -54,6 +54,20 @@ WHERE rowid IN (
     WHERE q.key_rate IS NOT NULL AND t.status = 'ready' AND t.flow_key IS NULL
     LIMIT :limit);
 
+-- The end of queue_keys_by_flow and queue_keys_by_concurrency, after their "ready" and
+-- "running" counts per key: every key with both counts, the keys asked for first, then busiest.
+-- fragment: keys_by_count
+), wanted AS (
+    SELECT value AS key FROM json_each(:keys)
+)
+SELECT k.key, coalesce(r.n, 0) AS ready, coalesce(u.n, 0) AS running
+FROM (SELECT key FROM ready UNION SELECT key FROM running UNION SELECT key FROM wanted) AS k
+LEFT JOIN ready AS r ON r.key = k.key
+LEFT JOIN running AS u ON u.key = k.key
+ORDER BY k.key IN (SELECT key FROM wanted) DESC, coalesce(r.n, 0) DESC, coalesce(u.n, 0) DESC,
+         k.key
+LIMIT :limit + (SELECT count(*) FROM wanted);
+
 -- name: queue_keys_by_flow
 WITH ready AS (
     SELECT flow_key AS key, count(*) AS n FROM (
@@ -67,16 +81,7 @@ WITH ready AS (
     WHERE status = 'running' AND tenant_id = :tenant_id AND queue = :queue
       AND flow_key IS NOT NULL
     GROUP BY flow_key
-), wanted AS (
-    SELECT value AS key FROM json_each(:keys)
-)
-SELECT k.key, coalesce(r.n, 0) AS ready, coalesce(u.n, 0) AS running
-FROM (SELECT key FROM ready UNION SELECT key FROM running UNION SELECT key FROM wanted) AS k
-LEFT JOIN ready AS r ON r.key = k.key
-LEFT JOIN running AS u ON u.key = k.key
-ORDER BY k.key IN (SELECT key FROM wanted) DESC, coalesce(r.n, 0) DESC, coalesce(u.n, 0) DESC,
-         k.key
-LIMIT :limit + (SELECT count(*) FROM wanted);
+-- include: keys_by_count
 
 -- name: queue_keys_by_concurrency
 WITH ready AS (
@@ -91,13 +96,4 @@ WITH ready AS (
     WHERE status = 'running' AND tenant_id = :tenant_id AND queue = :queue
       AND concurrency_key IS NOT NULL
     GROUP BY concurrency_key
-), wanted AS (
-    SELECT value AS key FROM json_each(:keys)
-)
-SELECT k.key, coalesce(r.n, 0) AS ready, coalesce(u.n, 0) AS running
-FROM (SELECT key FROM ready UNION SELECT key FROM running UNION SELECT key FROM wanted) AS k
-LEFT JOIN ready AS r ON r.key = k.key
-LEFT JOIN running AS u ON u.key = k.key
-ORDER BY k.key IN (SELECT key FROM wanted) DESC, coalesce(r.n, 0) DESC, coalesce(u.n, 0) DESC,
-         k.key
-LIMIT :limit + (SELECT count(*) FROM wanted);
+-- include: keys_by_count
