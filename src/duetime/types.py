@@ -1,4 +1,4 @@
-"""What duetime's objects *are*: frozen values with no I/O.
+"""What duetime's objects *are*: read-only values with no I/O.
 
 A :class:`Task` is one unit of work that is due at some instant and is delivered to a target
 (a webhook, a broker, or a pull worker). Each delivery try is an :class:`Attempt`. Tasks belong to
@@ -14,7 +14,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 import orjson
 
@@ -22,6 +22,21 @@ from duetime.target_types import TargetType as TargetType  # the registry of tar
 
 JSONValue = Any
 """Any value that round-trips through JSON."""
+
+_V = TypeVar("_V")
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def value_type(cls: type[_V]) -> type[_V]:
+    """A value type: a slotted dataclass whose fields are read-only, enforced by the type
+    checker (it sees a frozen dataclass) rather than at run time, and hashed as a frozen one is.
+
+    A frozen dataclass's ``__init__`` stores each field through ``object.__setattr__``, to get
+    past its own ``__setattr__``; for the 37 fields of a :class:`Task`, built for every task a
+    lease, a list or a read answers, that was ~40 % of decoding its row (ADR 0014). Assignments
+    to fields are type errors (``tests/static/read_only_values.py`` keeps it so).
+    """
+    return dataclass(slots=True, unsafe_hash=True)(cls)
 
 
 class TaskStatus(enum.StrEnum):
@@ -58,7 +73,7 @@ class AttemptOutcome(enum.StrEnum):
     LEASE_EXPIRED = "lease_expired"
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class RetryPolicy:
     """Exponential backoff: attempt *n* (1-based) that failed waits
     ``min(max_delay, initial_delay * multiplier ** (n - 1))`` seconds, spread by ``±jitter``."""
@@ -83,7 +98,7 @@ class RetryPolicy:
         return cls(**data)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Task:
     """One unit of work, as the store holds it.
 
@@ -157,7 +172,7 @@ class Task:
         return self.due_at if self.status in WAITING_STATUSES else None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class NewTask:
     """What a caller asks a store to create. ``run_at=None`` means "now" by the store's clock."""
 
@@ -191,7 +206,7 @@ class NewTask:
     failure policy); None for a task with none, which the hot path creates."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class TaskCreated:
     """One create's result: the task, and whether this call made it (False = idempotent hit,
     a uniqueness window's task, or a debounce that absorbed it).
@@ -205,7 +220,7 @@ class TaskCreated:
     flow: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class TaskPatch:
     """Fields to change on a waiting task; ``None`` leaves a field as it is."""
 
@@ -215,7 +230,7 @@ class TaskPatch:
     labels: Mapping[str, str] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class PayloadMatch:
     """A payload path equality: the value at ``payload.<keys...>`` (object keys, outermost
     first) equals the JSON scalar ``value_json`` (``42``, ``"eu"``, ``true``, ``null``),
@@ -225,7 +240,7 @@ class PayloadMatch:
     value_json: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class TaskFilter:
     """List filters. ``cursor`` is the id of the last task of the previous page (newest first).
     ``id_prefix``: only ids starting with it (hex digits, see :func:`duetime.ids.id_prefix_range`;
@@ -251,7 +266,7 @@ class TaskFilter:
     payload_equals: PayloadMatch | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Attempt:
     """One try at delivering a task. ``logs``: the text a worker attached when it completed or
     failed the lease (at most 64 KiB); ``response``: the start of a webhook target's answer body
@@ -270,7 +285,7 @@ class Attempt:
     response: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ClaimRequest:
     """Ask for up to ``limit`` ready tasks.
 
@@ -304,7 +319,7 @@ class ClaimRequest:
         return self.tenant_room.get(tenant_id, self.other_tenant_room)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Lease:
     """A claimed task: the holder may complete it only while ``lease_id`` is current."""
 
@@ -320,7 +335,7 @@ class Lease:
         return cls(task, task.lease_id, task.lease_expires_at, task.attempts)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Completion:
     """The end of one attempt, reported under its lease (the fencing token).
 
@@ -348,7 +363,7 @@ class Completion:
     status: TaskStatus = field(kw_only=True)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class LeasedEnd:
     """A succeeded attempt a store ended by its lease id alone
     (:class:`~duetime.store.protocols.LeaseCompleter`): what the caller observes of it."""
@@ -361,7 +376,7 @@ class LeasedEnd:
     target_type: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class CompletionResult:
     """What became of one :class:`Completion`. ``accepted=False``: the lease was stale (fenced)."""
 
@@ -371,7 +386,7 @@ class CompletionResult:
     status: TaskStatus | None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Tenant:
     id: str
     name: str
@@ -379,7 +394,7 @@ class Tenant:
     quotas: TenantQuotas = field(default_factory=lambda: TenantQuotas())
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class TenantQuotas:
     """An operator's limits on one tenant (SPEC §7 "Tenant quotas"); None means no limit.
 
@@ -395,7 +410,7 @@ class TenantQuotas:
     weight: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Release:
     """One lease to hand back unstarted (:mod:`duetime.lifecycle.release`): the task waits
     again, due ``delay_seconds`` from the store's now, in ``status`` (``ready`` or
@@ -406,7 +421,7 @@ class Release:
     status: TaskStatus
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Released:
     """A task handed back unstarted (``task_release``): its id, queue and status now
     (``ready`` or ``scheduled``)."""
@@ -416,7 +431,7 @@ class Released:
     status: TaskStatus
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class TargetCircuit:
     """A circuit breaker's last known state for one (tenant, target origin), as stored
     (:mod:`duetime.delivery.circuit`)."""
@@ -433,7 +448,7 @@ class TargetCircuit:
     """Times it opened (its ``PUT``s into ``open`` ever)."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class TenantUsage:
     """What counts against a tenant's quotas now."""
 
@@ -441,7 +456,7 @@ class TenantUsage:
     schedules: int
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ApiKey:
     """An API key as stored: only its SHA-256 hash, never the key itself."""
 
@@ -451,7 +466,7 @@ class ApiKey:
     created_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class SigningSecret:
     """A ``whsec_`` secret that signs webhooks. ``expires_at=None`` means live until rotated."""
 
@@ -462,7 +477,7 @@ class SigningSecret:
     expires_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class StatusCount:
     """How many of a tenant's tasks of one queue are in one status (from the maintained
     counters, see :mod:`duetime.store.counters`)."""
@@ -473,7 +488,7 @@ class StatusCount:
     tenant_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class QueueSettings:
     """How a queue's tasks may be claimed. ``None`` = no limit.
 
@@ -494,7 +509,7 @@ class QueueSettings:
     flow: FlowRules = field(default_factory=lambda: FlowRules())
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class UniqueRule:
     """A uniqueness window (SPEC §7 "Keyed flow control"): a create whose key names a task made
     within ``period_seconds`` that is in one of ``states`` makes nothing and answers with that
@@ -507,7 +522,7 @@ class UniqueRule:
     literal: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class DebounceRule:
     """Run once after the last of a burst: a create whose key has a task still waiting from an
     earlier create within ``period_seconds`` updates that task (the latest payload, due
@@ -519,7 +534,7 @@ class DebounceRule:
     max_wait_seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ThrottleRule:
     """Delay, not drop: creates of one key are scheduled at most ``rate`` per second (a burst
     of ``burst`` at once), each at its key's next free slot."""
@@ -529,7 +544,7 @@ class ThrottleRule:
     burst: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class FlowRules:
     """A queue's keyed flow control (SPEC §7), all optional.
 
@@ -549,7 +564,7 @@ class FlowRules:
         return bool(self.key or self.unique or self.debounce or self.throttle)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class FlowAsk:
     """What one create's flow rules ask, keys evaluated (None: the rule does not apply)."""
 
@@ -558,7 +573,7 @@ class FlowAsk:
     throttle: tuple[str, ThrottleRule] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class KeyFigure:
     """One key of a queue's keyed limits as the store sees it now: its ready and running tasks
     (``ready`` counted among at most the first 10,000 ready tasks read), and its rate limit's
@@ -572,7 +587,7 @@ class KeyFigure:
     next_start_at: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Queue:
     """A tenant's configured queue. A queue needs no configuration to exist: tasks name it, and
     an unconfigured queue behaves as ``QueueSettings()``."""
@@ -586,7 +601,7 @@ class Queue:
     tokens_at: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class QueueStats:
     """Live figures of one queue: task counts by status (statuses with none are absent) and how
     late its most overdue ``ready`` task is (``None`` when none is ready)."""
@@ -601,7 +616,7 @@ class QueueStats:
         return self.counts.get(TaskStatus.RUNNING, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class WorkerInfo:
     """A pull worker as the lease API has seen it: the queues it polled, when it was first and
     last seen (lease polls and heartbeats), and how many leases it holds (its running tasks)."""
@@ -660,7 +675,7 @@ TASK_TICK_OUTCOMES = frozenset(
 """Outcomes whose tick made a task (the others record an instant that made none)."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ScheduleTiming:
     """When a schedule fires: the one declaration of its timing fields, shared by what a user
     sets (:class:`ScheduleConfig`) and what the fire-time functions read
@@ -683,7 +698,7 @@ class ScheduleTiming:
     dst_ambiguous: str = "first"
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ScheduleConfig(ScheduleTiming):
     """Everything a user sets on a schedule: the timing (:class:`ScheduleTiming`'s fields, first),
     the policies and the task template.
@@ -700,7 +715,7 @@ class ScheduleConfig(ScheduleTiming):
     task: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Schedule:
     """A recurring schedule as the store holds it.
 
@@ -736,7 +751,7 @@ class Schedule:
     """The tenant-unique declarative key (``PUT /v1/schedules/by-key/{key}``), or None."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class NewSchedule:
     """What the API asks a store to create. ``materialized_until`` is the instant the schedule
     starts counting from (the store's now when the request was validated); nothing at or before
@@ -756,7 +771,7 @@ class NewSchedule:
     """A tenant-unique declarative key; a live schedule holding it already → ``Conflict``."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ScheduleChange:
     """One user change to a schedule, applied only while its ``version`` is ``expected_version``.
 
@@ -781,7 +796,7 @@ class ScheduleChange:
     resume_catchup: CatchupPolicy | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ScheduleFilter:
     """Schedule list filters; ``queue``/``name`` match the task template. ``cursor`` is the id of
     the last schedule of the previous page (newest first)."""
@@ -794,7 +809,7 @@ class ScheduleFilter:
     cursor: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ScheduleDue:
     """A schedule the materializer must look at, with the status of its ``last_task_id``.
     ``waiting``: it is here only for its buffered occurrence (no occurrence is due)."""
@@ -804,7 +819,7 @@ class ScheduleDue:
     waiting: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class NewTick:
     """A tick ledger row to write. ``with_task``: link the task whose ``scheduled_for`` is
     ``nominal`` (made in the same call, or there already)."""
@@ -815,7 +830,7 @@ class NewTick:
     with_task: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ScheduleAdvance:
     """One schedule's share of a materializer round, applied all or nothing and only while the
     schedule still has ``expected_version``, ``expected_cursor`` and ``expected_buffered_at`` and
@@ -835,7 +850,7 @@ class ScheduleAdvance:
     clear_resume: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Tick:
     """One tick ledger row: a nominal instant of a schedule and what became of it."""
 
@@ -847,7 +862,7 @@ class Tick:
     recorded_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class TickFilter:
     """Ledger listing, newest nominal first; ``cursor`` is ``(nominal, outcome)`` of the last row
     of the previous page."""
@@ -859,7 +874,7 @@ class TickFilter:
     cursor: tuple[datetime, str] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ScheduleRevision:
     """One change to a schedule: when, by whom (API key id), and the fields before and after."""
 
@@ -872,7 +887,7 @@ class ScheduleRevision:
     after: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class NotificationSettings:
     """Where a tenant's harm events go (``PUT /v1/tenant/notifications``): the event types it
     wants and the ``http`` target (as a task target) they are delivered to."""
@@ -883,7 +898,7 @@ class NotificationSettings:
     updated_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class SigningKey:
     """A key that signs the OIDC ID tokens duetime presents to targets
     (:mod:`duetime.delivery.identity`). Published from ``created_at``, it signs from
@@ -898,7 +913,7 @@ class SigningKey:
     signs_from: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ClientCertificate:
     """A tenant's TLS client certificate, presented by webhooks whose target says
     ``"auth": {"mtls": name}``. ``certificate`` is the PEM chain (leaf first);
@@ -915,7 +930,7 @@ class ClientCertificate:
     updated_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Credential:
     """A tenant's named credential (``PUT /v1/credentials/{name}``), as stored: its ``kind``
     (``header`` or ``basic``, :mod:`duetime.delivery.credentials`) and ``secret``, the sealed
@@ -929,7 +944,7 @@ class Credential:
     updated_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class HeldPayload:
     """A payload duetime holds for a task (``payload_held``), read only with a token scoped to
     the task's current attempt."""
@@ -941,7 +956,7 @@ class HeldPayload:
     created_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class UiSession:
     """A dashboard login: a tenant key's (``tenant_id`` and ``key_id``) or the admin's (both
     None). The cookie holds a random id; the store only its hash."""
@@ -957,7 +972,7 @@ class UiSession:
         return self.tenant_id is None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class SealedRow:
     """A stored row that may hold sealed values, as ``duetime secrets rotate`` reads it:
     ``table`` (one of ``tasks``, ``schedules``, ``notifications``, ``credentials``,
@@ -1002,7 +1017,7 @@ class CallbackKind(enum.StrEnum):
         return status.terminal
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Callback:
     """A task the store makes when another task ends, in the transaction of that end: it is
     delivered to ``target`` (any target type) on ``queue`` (None: the ended task's) under
@@ -1037,7 +1052,7 @@ class Callback:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Follow:
     """What follows a task's end besides its plain dependents (one ``task_follow`` row).
 
@@ -1055,7 +1070,7 @@ class Follow:
     spawned_by: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ParentOutcome:
     """A parent as its child sees it: its ``ref`` in the child's workflow (None outside one),
     its status, and its result (JSON text; None when it has none, or when it is larger than
@@ -1072,7 +1087,7 @@ class ParentOutcome:
     finished_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ParentsOf:
     """A task's parents as its delivery carries them (``depends_on`` order), and whether a push
     delivery sends them in the body."""
@@ -1082,7 +1097,7 @@ class ParentsOf:
     parents: tuple[ParentOutcome, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class NewWorkflow:
     """A workflow to create with its nodes (see :mod:`duetime.lifecycle.workflow`)."""
 
@@ -1094,7 +1109,7 @@ class NewWorkflow:
     request_hash: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Workflow:
     """A DAG of tasks created in one call; its nodes are tasks, its status theirs."""
 
@@ -1108,7 +1123,7 @@ class Workflow:
     request_hash: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class WorkflowNode:
     """One node of a workflow: its ``ref``, its task, and the refs of its parents."""
 
@@ -1117,7 +1132,7 @@ class WorkflowNode:
     parents: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class WorkflowView:
     """A workflow and every node, in creation order."""
 
@@ -1125,7 +1140,7 @@ class WorkflowView:
     nodes: tuple[WorkflowNode, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class NotificationEvent:
     """One harm event waiting in the store to be sent (:mod:`duetime.store.core.outbox`): its
     stable ``id``, the item it adds to a notification's body, when it happened."""

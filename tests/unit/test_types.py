@@ -1,4 +1,5 @@
-"""The value types: enums, derived properties, JSON round trips, and frozenness."""
+"""The value types: enums, derived properties, JSON round trips, slots and hashing (their fields
+are read-only for the type checker: ``tests/static/read_only_values.py``)."""
 
 from __future__ import annotations
 
@@ -158,7 +159,12 @@ def test_patch_filter_and_claim_defaults() -> None:
         TaskFilter(tenant_id="t"),
     ],
 )
-def test_values_are_frozen(value: object) -> None:
-    field = dataclasses.fields(value)[0].name  # type: ignore[arg-type]
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        setattr(value, field, None)
+def test_values_take_no_new_attributes_and_keep_their_fields(value: object) -> None:
+    with pytest.raises(AttributeError):
+        value.not_a_field = None  # type: ignore[attr-defined]
+    assert dataclasses.replace(value) == value
+
+
+def test_values_hash_by_their_fields_as_frozen_dataclasses_do() -> None:
+    assert hash(RetryPolicy(max_attempts=3)) == hash(RetryPolicy(max_attempts=3))
+    assert len({RetryPolicy(), RetryPolicy(), RetryPolicy(max_attempts=2)}) == 2

@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from duetime import metrics
@@ -27,7 +26,7 @@ from duetime.observe import tracing
 from duetime.observe.endings import attempts_ended, trace_succeeded
 from duetime.store.isolation import complete_isolated
 from duetime.store.protocols import LeaseCompleter, LeaseStore
-from duetime.types import AttemptOutcome, Completion, LeasedEnd, TaskStatus
+from duetime.types import AttemptOutcome, Completion, LeasedEnd, TaskStatus, value_type
 
 log = logging.getLogger("duetime.lifecycle")
 
@@ -108,7 +107,7 @@ async def _ack_general(
         out[i] = AckResult(item.lease_id, task.id, result.status)
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class AckResult:
     """``task_status`` None = stale: the lease was not current and nothing changed."""
 

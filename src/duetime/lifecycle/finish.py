@@ -14,18 +14,17 @@ the task fails with the reason appended to its error.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 
 from duetime.retry import next_retry_delay
 from duetime.states import after_attempt
 from duetime.store.isolation import reason
-from duetime.types import AttemptOutcome, Completion, Lease, Task, TaskStatus
+from duetime.types import AttemptOutcome, Completion, Lease, Task, TaskStatus, value_type
 
 log = logging.getLogger("duetime.lifecycle")
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Ending:
     """What an attempt's end means for its task: the next ``status`` (``succeeded``,
     ``retrying`` or ``failed``), the delay before the next attempt (``retrying`` only) and the
@@ -114,7 +113,7 @@ def expired(lease: Lease, now: datetime) -> Completion:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Ack:
     """A worker's end of the attempt under ``lease_id``: a complete (``ok``) or a fail;
     ``logs``: the worker's text for the attempt (cut and cleaned by the store)."""

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from duetime.errors import ValidationError
-from duetime.types import ScheduleTiming
+from duetime.types import ScheduleTiming, value_type
 
 EXPRESSION_FIELDS = ("cron", "every", "rrule")
 
@@ -15,7 +15,7 @@ TIMING_FIELDS = tuple(f.name for f in fields(ScheduleTiming))
 """The names of the timing fields, in declaration order."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class ScheduleSpec(ScheduleTiming):
     """A schedule's timing (:class:`~duetime.types.ScheduleTiming`'s fields) plus the anchor it
     counts from: what every fire-time function takes.
