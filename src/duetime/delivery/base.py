@@ -9,11 +9,10 @@ is an outcome the retry policy can act on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from duetime.delivery.parents import envelope
-from duetime.types import AttemptOutcome, Credential, ParentsOf, Task
+from duetime.types import AttemptOutcome, Credential, ParentsOf, Task, value_type
 
 RESULT_LIMIT_BYTES = 4096
 """How much of a receiver's answer is kept as the task's ``result`` (SPEC §4)."""
@@ -28,7 +27,7 @@ class CredentialSource(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Delivery:
     """One attempt to push ``task`` to its target.
 
@@ -60,7 +59,7 @@ class Delivery:
         return self.task.payload_json.encode()
 
 
-@dataclass(frozen=True, slots=True)
+@value_type
 class Outcome:
     """How one delivery attempt ended.
 

@@ -141,16 +141,20 @@ def _map_url(url: str, fn: Callable[[str], str]) -> str:
     return url if changed is parsed else str(changed)
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def is_plain(target: Mapping[str, Any]) -> bool:
     """Whether ``target`` certainly holds no credential and no sealed value: no user info,
     query or sealed text in its URL, no headers, no nested value, no sealed text anywhere (the
     common webhook and worker targets, told apart in a few string tests on the create path)."""
     for value in target.values():
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             if "dtenc" in value:
                 return False
-        elif isinstance(value, Mapping | list | tuple) and value:
-            return False
+        elif kind not in _SCALARS and isinstance(value, Mapping | list | tuple) and value:
+            return False  # (the test against Mapping, an ABC, is the slow one: scalars skip it)
     url = target.get("url")
     return not (isinstance(url, str) and ("@" in url or "?" in url))
 
@@ -246,7 +250,7 @@ class TargetSealer:
     def open(self, target: Mapping[str, Any], tenant_id: str) -> Mapping[str, Any]:
         """``target`` with its sealed values opened, to deliver it. Raises :class:`SealError`
         when this node's ring cannot open one."""
-        if not contains_sealed(target):
+        if is_plain(target) or not contains_sealed(target):
             return target
         return map_secrets(target, lambda value: self.ring.open_text(tenant_id, value))
 
