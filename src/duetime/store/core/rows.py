@@ -79,7 +79,7 @@ _OUTCOME = {o.value: o for o in AttemptOutcome}
 
 @functools.lru_cache(maxsize=1024)
 def retry_policy(text: str) -> RetryPolicy:
-    """The ``retry`` column as a policy (cached: policies are frozen, and few distinct exist)."""
+    """The ``retry`` column as a policy (cached: policies are read-only, and few distinct exist)."""
     return stored_retry_policy(text)
 
 

@@ -38,7 +38,7 @@ def from_micros(micros: int) -> datetime:
 
 @functools.lru_cache(maxsize=1024)
 def retry_to_json(policy: RetryPolicy) -> str:
-    """The ``retry`` column for a policy (cached: policies are frozen, and few distinct exist)."""
+    """The ``retry`` column for a policy (cached: policies are read-only, few distinct exist)."""
     return dumps(policy.to_json())
 
 
