@@ -33,8 +33,8 @@ def value_type(cls: type[_V]) -> type[_V]:
 
     A frozen dataclass's ``__init__`` stores each field through ``object.__setattr__``, to get
     past its own ``__setattr__``; for the 37 fields of a :class:`Task`, built for every task a
-    lease, a list or a read answers, that was ~40 % of decoding its row (ADR 0014). Assignments
-    to fields are type errors (``tests/static/read_only_values.py`` keeps it so).
+    lease, a list or a read answers, that was nearly half of decoding its row (ADR 0014).
+    Assignments to fields are type errors (``tests/static/read_only_values.py`` keeps it so).
     """
     return dataclass(slots=True, unsafe_hash=True)(cls)
 

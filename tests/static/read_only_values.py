@@ -1,7 +1,7 @@
 """Checked by mypy, never run: the value types' fields are read-only for the type checker.
 
 ``duetime.types.value_type`` leaves instances writable at run time (a frozen dataclass's
-``__init__`` costs ~40 % of decoding a task row), so this is where the read-only rule is
+``__init__`` is nearly half of decoding a task row), so this is where the read-only rule is
 tested: each assignment below must be an error, and mypy's ``warn_unused_ignores`` (strict)
 fails the check if one stops being one.
 """
