@@ -16,9 +16,11 @@ has no value for the task does not apply to it.
 
 Rules are cached per (tenant, queue) for :data:`RULES_SECONDS`: a change on this node applies
 at once (:meth:`FlowGate.forget`), on other nodes within that time. A create path that does not
-come through here (a schedule's occurrences, SQL) makes tasks without a flow key; the leader's
-flow sweep gives those ``""`` (:func:`duetime.store.core.flow.flow_sweep`), and no uniqueness,
-debounce or throttle applies to them.
+come through here (a schedule's occurrences) makes tasks without a flow key; the leader's flow
+sweep gives those ``""`` (:func:`duetime.store.core.flow.flow_sweep`), and no uniqueness,
+debounce or throttle applies to them. The SQL API takes a task's own concurrency key as its key
+and refuses a create that would need a key expression or a ledger (migration
+``0030_sql_api_flow.sql``, docs/flow-control.md).
 """
 
 from __future__ import annotations
