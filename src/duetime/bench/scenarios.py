@@ -8,14 +8,16 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import orjson
 
+from duetime.api.deps import DEV_TENANT_ID
 from duetime.bench.broker_bursts import BROKER_SCENARIOS
 from duetime.bench.flow_scenarios import FLOW_SCENARIOS
 from duetime.bench.harness import (
@@ -33,6 +35,7 @@ from duetime.bench.runs import (
     machine,
     node,
     percentile,
+    sql_value,
     wait_succeeded,
 )
 from duetime.bench.sdk_scenarios import SDK_SCENARIOS
@@ -271,9 +274,14 @@ def immediate_http(config: BenchConfig, workdir: Path) -> Figures:
     }
 
 
-def immediate_worker(config: BenchConfig, workdir: Path) -> Figures:
-    """Create → handler start for immediate ``worker`` tasks under light load (50 creates/s),
-    one SDK worker process long-polling the queue."""
+Creates = Callable[[str, str, int], Coroutine[Any, Any, dict[str, float]]]
+"""Makes ``count`` immediate tasks of the queue ``imm`` at 50 a second, given the node's URL and
+its store's; returns when each create returned (``time.time()``), by task id."""
+
+
+def _immediate_starts(config: BenchConfig, workdir: Path, creates: Creates) -> Figures:
+    """Create → handler start of tasks made by ``creates`` under light load, one SDK worker
+    process long-polling their queue."""
     import subprocess
     import sys
 
@@ -285,21 +293,9 @@ def immediate_worker(config: BenchConfig, workdir: Path) -> Figures:
             stderr=subprocess.STDOUT,
         )
         try:
-            body = {"target": {"type": "worker"}, "name": "noop", "queue": "imm"}
-
-            async def create_all(count: int) -> dict[str, float]:
-                returned: dict[str, float] = {}
-                async with aiohttp.ClientSession() as session:
-                    for _ in range(count):
-                        async with session.post(f"{proc.url}/v1/tasks", json=body) as r:
-                            made = await r.json()
-                        returned[made["id"]] = time.time()
-                        await asyncio.sleep(0.02)
-                return returned
-
             count = min(config.tasks, 1000)
-            asyncio.run(create_all(50))  # warm up: the worker is polling by now
-            returned = asyncio.run(create_all(count))
+            asyncio.run(creates(proc.url, db, 50))  # warm up: the worker is polling by now
+            returned = asyncio.run(creates(proc.url, db, count))
             wait_succeeded(proc.url, count + 50)
         finally:
             worker.terminate()
@@ -312,6 +308,71 @@ def immediate_worker(config: BenchConfig, workdir: Path) -> Figures:
         "p95_ms": percentile(latencies, 95) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
     }
+
+
+def immediate_worker(config: BenchConfig, workdir: Path) -> Figures:
+    """Create → handler start for immediate ``worker`` tasks created over HTTP under light load
+    (50 creates/s), one SDK worker process long-polling the queue."""
+    body = {"target": {"type": "worker"}, "name": "noop", "queue": "imm"}
+
+    async def creates(url: str, db: str, count: int) -> dict[str, float]:
+        returned: dict[str, float] = {}
+        async with aiohttp.ClientSession() as session:
+            for _ in range(count):
+                async with session.post(f"{url}/v1/tasks", json=body) as r:
+                    made = await r.json()
+                returned[made["id"]] = time.time()
+                await asyncio.sleep(0.02)
+        return returned
+
+    return _immediate_starts(config, workdir, creates)
+
+
+def immediate_sql(config: BenchConfig, workdir: Path) -> Figures:
+    """As ``immediate-worker``, each task created through the SQL API instead
+    (``duetime.create_task_v1``, one transaction each, on its own connection as a login role
+    granted the node's tenant): from the commit's return to the handler's start. PostgreSQL
+    only."""
+    import secrets
+
+    import asyncpg
+
+    from duetime.store.postgres.schema import connect as pg_connect
+
+    if config.store != "postgres":
+        raise SystemExit("immediate-sql needs --store postgres (SQLite has no SQL API)")
+    role = f"dt_bench_{secrets.token_hex(4)}"
+
+    async def creates(url: str, db: str, count: int) -> dict[str, float]:
+        if count == 50:  # the warm-up: the node's tenant made, the role granted it
+            async with aiohttp.ClientSession() as session, session.get(f"{url}/v1/tasks") as r:
+                r.raise_for_status()
+            owner = await pg_connect(db)
+            try:
+                await owner.execute(f"CREATE ROLE {role} LOGIN")
+                await owner.execute("SELECT sql_api_grant($1, $2)", role, DEV_TENANT_ID)
+            finally:
+                await owner.close()
+        parts = urlsplit(db)
+        host = parts.netloc.rpartition("@")[2]
+        conn = await asyncpg.connect(urlunsplit(parts._replace(netloc=f"{role}@{host}", query="")))
+        returned: dict[str, float] = {}
+        try:
+            for _ in range(count):
+                made = await conn.fetchrow(
+                    "SELECT id FROM duetime.create_task_v1(queue => 'imm', name => 'noop')"
+                )
+                assert made is not None
+                returned[str(made["id"])] = time.time()
+                await asyncio.sleep(0.02)
+        finally:
+            await conn.close()
+        return returned
+
+    try:
+        return _immediate_starts(config, workdir, creates)
+    finally:
+        sql_value(config.pg_url, f"DROP ROLE IF EXISTS {role}")
 
 
 def herd_schedules(config: BenchConfig, workdir: Path) -> Figures:
@@ -385,6 +446,7 @@ SCENARIOS: dict[str, Callable[[BenchConfig, Path], Figures]] = {
     "steady-http": steady_http,
     "immediate-http": immediate_http,
     "immediate-worker": immediate_worker,
+    "immediate-sql": immediate_sql,
     "herd-schedules": herd_schedules,
     "create-latency": create_latency,
     "create-throughput": create_throughput,
