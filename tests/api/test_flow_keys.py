@@ -168,3 +168,30 @@ async def test_keyed_concurrency_from_an_expression(api: httpx.AsyncClient) -> N
     shown = (await api.get("/v1/queues/c")).json()
     t1 = next(k for k in shown["keys"] if k["key"] == "t1")
     assert t1["held_by"] == ["max_concurrency"] and "max_concurrency of 1" in t1["waiting"]
+
+
+async def test_a_schedules_trigger_and_backfill_key_their_tasks(
+    api: httpx.AsyncClient, clock: FakeClock
+) -> None:
+    """Occurrences a call makes take their keys as a create does (the materializer's too:
+    tests/engine/test_materializer.py)."""
+    await put(api, "k", key_limit={"key": "payload.customer", "rate": "1/s"})
+    made = await api.post(
+        "/v1/schedules",
+        json={"cron": "0 3 * * *", "task": {"target": WORKER, "queue": "k",
+                                            "payload": {"customer": "c9"}}},
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    schedule = made.json()["id"]
+    triggered = await api.post(f"/v1/schedules/{schedule}/trigger")
+    assert triggered.status_code == 201, triggered.text
+    assert triggered.json()["flow_key"] == "c9"
+    back = await api.post(
+        f"/v1/schedules/{schedule}/backfill",
+        json={"start": "2029-12-25T00:00:00Z", "end": "2029-12-31T00:00:00Z"},
+    )
+    assert back.status_code == 200, back.text
+    ids = [item["task_id"] for item in back.json()["items"]]
+    assert ids
+    for task_id in ids:
+        assert (await api.get(f"/v1/tasks/{task_id}")).json()["flow_key"] == "c9"

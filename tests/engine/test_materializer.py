@@ -12,6 +12,7 @@ from typing import Any
 from duetime.clock import FakeClock
 from duetime.engine.leader import Leader
 from duetime.engine.materializer import Materializer, MaterializerConfig
+from duetime.flow.rules import flow_rules
 from duetime.history.retention import RetentionPolicy
 from duetime.schedule.occurrences import jitter_for
 from duetime.schedule.plan import PlanLimits
@@ -23,6 +24,7 @@ from duetime.types import (
     Completion,
     NewSchedule,
     OverlapPolicy,
+    QueueSettings,
     Schedule,
     ScheduleChange,
     ScheduleConfig,
@@ -463,3 +465,30 @@ async def test_waiting_schedules_neither_starve_due_ones_nor_spin(
         assert [d.waiting for d in rows] == [True] * 3
     looked = [await store.schedule_get(s.tenant_id, s.id) for s in waiting]
     assert all(s is not None and s.materialized_until == clock.now() for s in looked)
+
+
+async def test_occurrences_take_their_keys_under_the_queues_keyed_limits(
+    store: Store, clock: FakeClock
+) -> None:
+    """As any create: the keyed rate limit's key (``flow_key``) and, with a per-key concurrency
+    limit, the concurrency key are evaluated on the template's task; a queue's uniqueness window
+    does not hold an occurrence back (a schedule makes one task an occurrence)."""
+    rules, per_key = flow_rules(
+        {"key_limit": {"key": "payload.customer", "rate": "1/s", "max_concurrency": 1},
+         "unique": {"key": "name", "period": "PT1H"}}
+    )  # fmt: skip
+    tenant = await store.tenant_get("t1") or await store.tenant_create("t1", tenant_id="t1")
+    await store.queue_put(
+        tenant.id, "keyed", QueueSettings(flow=rules, max_concurrency_per_key=per_key)
+    )
+    keyed = await make_schedule(
+        store, clock, every="PT20S",
+        task={"target": WORKER, "name": "sync", "queue": "keyed", "payload": {"customer": "c-7"}},
+    )  # fmt: skip
+    plain = await make_schedule(store, clock, every="PT20S")
+    m = await node(store, clock)
+    await m.run_once()
+    made = await tasks_of(store, keyed)
+    assert len(made) == 3  # the uniqueness window on "name" held none of them back
+    assert {(t.flow_key, t.concurrency_key) for t in made} == {("c-7", "c-7")}
+    assert {(t.flow_key, t.concurrency_key) for t in await tasks_of(store, plain)} == {(None, None)}

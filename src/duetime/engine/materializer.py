@@ -4,7 +4,8 @@ Each round reads the store's clock once, asks the store for the schedules with a
 handle (:meth:`~duetime.store.protocols.Store.schedule_due`: work grows with the occurrences due,
 not with the schedules stored), plans each one with :func:`~duetime.schedule.plan.plan_advance`
 (pure: occurrences, overlap, catch-up, DST, jitter, the tick ledger; in the node's evaluation
-pool, :mod:`duetime.schedule.evaluation`, off the event loop) and applies a batch of plans
+pool, :mod:`duetime.schedule.evaluation`, off the event loop), keys their tasks under their
+queues' keyed limits (:mod:`duetime.lifecycle.flow`) and applies a batch of plans
 in one transaction (:meth:`~duetime.store.protocols.Store.schedule_advance`), which moves each
 schedule's cursor together with its tasks and ticks. Nothing lives only in memory: a node that
 dies mid-round leaves either the whole batch or none of it, and the next leader starts from the
@@ -21,6 +22,7 @@ user change; every other schedule goes on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from duetime import metrics
 from duetime.clock import Clock
 from duetime.engine.leader import Leader
 from duetime.engine.service import Service
+from duetime.lifecycle.flow import FlowGate
 from duetime.schedule.evaluation import EvaluationPool, PlanFailure, node_pool, plan_batch
 from duetime.schedule.plan import PlanLimits
 from duetime.store.isolation import bisect, reason
@@ -92,6 +95,8 @@ class Materializer(Service):
         self._broken: dict[str, tuple[int, float]] = {}
         """Schedules left alone: id → (version, monotonic time to try again)."""
         self._tenant_of: dict[str, str] = {}
+        self._flows = FlowGate()
+        """The queues' keyed limits, applied to occurrences' tasks (their keys only)."""
 
     async def run_once(self) -> int:
         """One round; returns how many tasks and ledger rows the applied plans wrote."""
@@ -121,7 +126,7 @@ class Materializer(Service):
                     plans.append(plan)
             if not plans:
                 break  # only held schedules are due: reading on would find them again
-            total += await self._apply(plans)
+            total += await self._apply([await self._keyed(plan) for plan in plans])
             # Waiting (buffer_one) schedules come last: once they show up, every schedule with
             # something due was handled, and reading on would only see them again.
             full = len(due) == cfg.batch and not due[-1].waiting
@@ -129,6 +134,15 @@ class Materializer(Service):
                 break
             await asyncio.sleep(0)
         return total
+
+    async def _keyed(self, plan: ScheduleAdvance) -> ScheduleAdvance:
+        """``plan`` with its tasks' keys under their queues' keyed limits, as a create's
+        (:func:`duetime.lifecycle.flow.keyed`, without uniqueness, debounce or throttle)."""
+        if not plan.tasks:
+            return plan
+        tenant_id = self._tenant_of[plan.schedule_id]
+        tasks = await self._flows.apply(self._store, tenant_id, plan.tasks, asks=False)
+        return plan if tasks is plan.tasks else dataclasses.replace(plan, tasks=tasks)
 
     async def _apply(self, plans: list[ScheduleAdvance]) -> int:
         """Apply ``plans`` in transactions of about ``rows_per_transaction`` tasks and ticks (a

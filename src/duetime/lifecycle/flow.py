@@ -15,12 +15,14 @@ applies in the create's transaction (:func:`duetime.store.core.flow.decide`). A 
 has no value for the task does not apply to it.
 
 Rules are cached per (tenant, queue) for :data:`RULES_SECONDS`: a change on this node applies
-at once (:meth:`FlowGate.forget`), on other nodes within that time. A create path that does not
-come through here (a schedule's occurrences) makes tasks without a flow key; the leader's flow
-sweep gives those ``""`` (:func:`duetime.store.core.flow.flow_sweep`), and no uniqueness,
-debounce or throttle applies to them. The SQL API takes a task's own concurrency key as its key
-and refuses a create that would need a key expression or a ledger (migration
-``0030_sql_api_flow.sql``, docs/flow-control.md).
+at once (:meth:`FlowGate.forget`), on other nodes within that time. Schedule occurrences (the
+materializer's, a trigger's, a backfill's) come through here for their keys only
+(``asks=False``): a keyed limit holds for them as for any create, while no uniqueness, debounce
+or throttle applies to them (a schedule makes one task an occurrence). The SQL API takes a
+task's own concurrency key as its key and refuses a create that would need a key expression or a
+ledger (migration ``0030_sql_api_flow.sql``, docs/flow-control.md). A task made without a flow
+key (before its queue had a keyed rate limit) gets ``""`` from the leader's flow sweep
+(:func:`duetime.store.core.flow.flow_sweep`).
 """
 
 from __future__ import annotations
@@ -73,10 +75,11 @@ class FlowGate:
         return rules
 
     async def apply(
-        self, store: QueueStore, tenant_id: str, tasks: Sequence[NewTask]
+        self, store: QueueStore, tenant_id: str, tasks: Sequence[NewTask], *, asks: bool = True
     ) -> Sequence[NewTask]:
-        """``tasks`` under their queues' rules (the same objects when no rule applies). The
-        creates' hot path: the cache is read without a coroutine per task or queue."""
+        """``tasks`` under their queues' rules (the same objects when no rule applies); with
+        ``asks`` False, their keys only (no :class:`~duetime.types.FlowAsk`). The creates' hot
+        path: the cache is read without a coroutine per task or queue."""
         now = self._clock()
         found: dict[str, Rules] = {}
         for task in tasks:
@@ -90,11 +93,12 @@ class FlowGate:
                 found[queue] = await self._read(store, tenant_id, queue, now)
         if not any(rules for rules, _ in found.values()) and all(t.flow is None for t in tasks):
             return tasks
-        return [keyed(t, *found[t.queue]) for t in tasks]
+        return [keyed(t, *found[t.queue], asks=asks) for t in tasks]
 
 
-def keyed(new: NewTask, rules: FlowRules, per_key: int | None) -> NewTask:
-    """``new`` with its keys evaluated under its queue's ``rules`` (see the module)."""
+def keyed(new: NewTask, rules: FlowRules, per_key: int | None, *, asks: bool = True) -> NewTask:
+    """``new`` with its keys evaluated under its queue's ``rules`` (see the module); with
+    ``asks`` False, without its uniqueness, debounce and throttle."""
     if not rules and new.flow is None:
         return new
     changes: dict[str, object] = {}
@@ -106,6 +110,9 @@ def keyed(new: NewTask, rules: FlowRules, per_key: int | None) -> NewTask:
             changes["concurrency_key"] = source.concurrency_key = value
         if rules.key_rate is not None:
             changes["flow_key"] = value or ""
+    if not asks:
+        changes["flow"] = None
+        return dataclasses.replace(new, **changes)  # type: ignore[arg-type]
     own = new.flow.unique if new.flow is not None else None
     unique = own
     if unique is None and rules.unique is not None:

@@ -956,7 +956,7 @@ class ReaperStore(LeaseStore, StoreClock, Protocol):
     """The reaper's store (:class:`duetime.engine.reaper.Reaper`)."""
 
 
-class MaterializerStore(OccurrenceStore, StoreClock, Protocol):
+class MaterializerStore(OccurrenceStore, QueueStore, StoreClock, Protocol):
     """The materializer's store (:class:`duetime.engine.materializer.Materializer`)."""
 
 

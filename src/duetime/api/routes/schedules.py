@@ -8,7 +8,7 @@ from the version just read and retried when another change slipped in between.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -68,6 +68,7 @@ from duetime.schedule.evaluation import times_between, upcoming_times
 from duetime.types import (
     CatchupPolicy,
     NewSchedule,
+    NewTask,
     Schedule,
     ScheduleChange,
     ScheduleFilter,
@@ -313,6 +314,15 @@ async def trigger_schedule(schedule_id: str, call: TenantCall, request: Request)
     return render.json_response(render.task(made.task), 201 if made.created else 200)
 
 
+async def _keyed(call: Caller, tasks: Sequence[NewTask]) -> Sequence[NewTask]:
+    """Occurrences' ``tasks`` with their keys under their queues' keyed limits, as the
+    materializer's (:func:`duetime.lifecycle.flow.keyed`, no uniqueness, debounce or throttle)."""
+    flows = call.creator.flows
+    if flows is None:
+        return tasks
+    return await flows.apply(call.store, call.tenant_id, tasks, asks=False)
+
+
 async def schedule_trigger(call: Caller, schedule_id: str, actor: str | None) -> TaskCreated:
     """Make the task of an occurrence at now (the ``trigger`` route's; the dashboard's too)."""
     current = await _get(call, schedule_id)
@@ -321,7 +331,7 @@ async def schedule_trigger(call: Caller, schedule_id: str, actor: str | None) ->
     [made] = await call.store.schedule_occurrences_create(
         call.tenant_id,
         current.id,
-        [occurrence_task(current, now, now)],
+        await _keyed(call, [occurrence_task(current, now, now)]),
         TickOutcome.TRIGGERED,
         f"triggered by {actor}" if actor else "triggered",
     )
@@ -358,7 +368,7 @@ async def backfill_schedule(schedule_id: str, call: TenantCall, request: Request
     ]
     detail = f"backfill of {body.start.isoformat()} .. {body.end.isoformat()}"
     made = await call.store.schedule_occurrences_create(
-        call.tenant_id, current.id, tasks, TickOutcome.BACKFILLED, detail
+        call.tenant_id, current.id, await _keyed(call, tasks), TickOutcome.BACKFILLED, detail
     )
     items = [
         {

@@ -198,8 +198,8 @@ def repoint(new: NewTask, holds: Sequence[tuple[str, str]], task_id: str) -> Pla
 def flow_sweep(limit: int) -> Plan[int]:
     """Remove ledger rows whose ``until`` has passed and buckets full by now, and key the ready
     tasks of queues with a keyed rate limit that came without a flow key (made before the limit
-    was set, by a schedule, or by a create path that does not evaluate keys): they get ``""``
-    and follow the queue's own limits. Each part at most ``limit``; returns the rows changed."""
+    was set, or by a node of an older release): they get ``""`` and follow the queue's own
+    limits. Each part at most ``limit``; returns the rows changed."""
     gone: int = yield count("flow_ledger_sweep", limit=limit)
     full: int = yield count("flow_buckets_sweep", limit=limit)
     keyed: int = yield count("flow_keys_fill", limit=limit)

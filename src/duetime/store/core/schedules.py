@@ -157,7 +157,7 @@ def _task_row(t: NewTask) -> dict[str, Any]:
         "priority": t.priority, "retry": _retry(t.retry),
         "timeout_seconds": float(t.timeout_seconds), "concurrency_key": t.concurrency_key,
         "labels": Json(dict(t.labels)), "schedule_id": t.schedule_id,
-        "scheduled_for": t.scheduled_for, "run_at": t.run_at,
+        "scheduled_for": t.scheduled_for, "run_at": t.run_at, "flow_key": t.flow_key,
     }  # fmt: skip
 
 

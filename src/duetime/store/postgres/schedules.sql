@@ -122,20 +122,22 @@ INSERT INTO tasks AS t (
     id, tenant_id, name, queue, status, version, target_type, target, payload,
     idempotency_key, priority, retry, timeout_seconds, depends_on, pending_parents,
     has_dependents, concurrency_key, labels, attempts, series_start, schedule_id,
-    scheduled_for, run_at, due_at, created_at, updated_at, cancel_requested)
+    scheduled_for, run_at, due_at, created_at, updated_at, cancel_requested, flow_key)
 SELECT
     i.id, i.tenant_id, i.name, i.queue,
     CASE WHEN coalesce(i.run_at, c.now) <= c.now THEN 'ready' ELSE 'scheduled' END,
     1, i.target_type, i.target::jsonb, i.payload, NULL, i.priority, i.retry::jsonb,
     i.timeout_seconds, '{}', 0, false, i.concurrency_key, i.labels::jsonb, 0, 0, i.schedule_id,
-    i.scheduled_for, coalesce(i.run_at, c.now), coalesce(i.run_at, c.now), c.now, c.now, false
+    i.scheduled_for, coalesce(i.run_at, c.now), coalesce(i.run_at, c.now), c.now, c.now, false,
+    i.flow_key
 FROM unnest(
     :id::uuid[], :tenant_id::text[], :name::text[], :queue::text[], :target_type::text[],
     :target::text[], :payload::text[], :priority::integer[], :retry::text[],
     :timeout_seconds::double precision[], :concurrency_key::text[], :labels::text[],
-    :schedule_id::text[], :scheduled_for::timestamptz[], :run_at::timestamptz[]
+    :schedule_id::text[], :scheduled_for::timestamptz[], :run_at::timestamptz[],
+    :flow_key::text[]
 ) AS i(id, tenant_id, name, queue, target_type, target, payload, priority, retry,
-       timeout_seconds, concurrency_key, labels, schedule_id, scheduled_for, run_at)
+       timeout_seconds, concurrency_key, labels, schedule_id, scheduled_for, run_at, flow_key)
 CROSS JOIN (SELECT coalesce(:now::timestamptz, now()) AS now) AS c
 ON CONFLICT (schedule_id, scheduled_for) WHERE schedule_id IS NOT NULL DO NOTHING
 RETURNING t.*;

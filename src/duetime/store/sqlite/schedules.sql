@@ -121,13 +121,13 @@ INSERT INTO tasks (
     id, tenant_id, name, queue, status, version, target_type, target, payload, idempotency_key,
     priority, retry, timeout_seconds, depends_on, pending_parents, has_dependents,
     concurrency_key, labels, attempts, series_start, schedule_id, scheduled_for, run_at, due_at,
-    created_at, updated_at, cancel_requested
+    created_at, updated_at, cancel_requested, flow_key
 ) VALUES (
     :id, :tenant_id, :name, :queue,
     CASE WHEN coalesce(:run_at, :now) <= :now THEN 'ready' ELSE 'scheduled' END,
     1, :target_type, :target, :payload, NULL, :priority, :retry, :timeout_seconds, '[]', 0, 0,
     :concurrency_key, :labels, 0, 0, :schedule_id, :scheduled_for, coalesce(:run_at, :now),
-    coalesce(:run_at, :now), :now, :now, 0
+    coalesce(:run_at, :now), :now, :now, 0, :flow_key
 )
 ON CONFLICT (schedule_id, scheduled_for) WHERE schedule_id IS NOT NULL DO NOTHING
 RETURNING *;
