@@ -22,7 +22,7 @@ import time
 
 import asyncpg
 
-from duetime.bench.runs import ADMIN_URL, machine, percentile
+from duetime.bench.runs import ADMIN_URL, as_role, machine, percentile
 from duetime.lifecycle.lease import LeaseHub
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import ClaimRequest, NewTask, TargetType
@@ -61,8 +61,7 @@ async def main(samples: int) -> None:
             claims.append((time.perf_counter() - t0) * 1000)
 
         await store.sql_grant(tenant, role, max_payload_bytes=65536)
-        host = base.partition("://")[2].rpartition("@")[2]
-        producer = await asyncpg.connect(f"postgresql://{role}@{host}/{db}")
+        producer = await asyncpg.connect(as_role(f"{base}/{db}", role))
         hub = LeaseHub(store)
 
         async def stays() -> bool:

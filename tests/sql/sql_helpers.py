@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from duetime.bench.runs import as_role
 from duetime.store.postgres.schema import connect as pg_connect
+
+__all__ = ["MAX_PAYLOAD_BYTES", "Roles", "as_role"]
 
 MAX_PAYLOAD_BYTES = 1024
 """What the tests grant with (the HTTP API tests' ``max_payload_bytes``)."""
-
-
-def as_role(url: str, role: str) -> str:
-    """``url`` with ``role`` as its user."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
 
 
 class Roles:

@@ -27,11 +27,6 @@ RULES: dict[str, dict[str, Any]] = {
 
 
 @pytest.fixture
-async def client(api: tuple[httpx.AsyncClient, str]) -> httpx.AsyncClient:
-    return api[0]
-
-
-@pytest.fixture
 async def sql(
     store: PostgresStore, api: tuple[httpx.AsyncClient, str], roles: Roles
 ) -> AsyncIterator[asyncpg.Connection]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import httpx
@@ -174,6 +175,13 @@ def bench_store(config: BenchConfig, workdir: Path) -> Iterator[str]:
         yield f"{base}/{name}"
     finally:
         sql_value(config.pg_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def as_role(url: str, role: str) -> str:
+    """PostgreSQL ``url`` with ``role`` as its user (no password: the server trusts loopback)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
 
 
 def sql_value(url: str, sql: str) -> object:

@@ -12,7 +12,6 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import orjson
@@ -29,6 +28,7 @@ from duetime.bench.harness import (
 from duetime.bench.runs import (
     BenchConfig,
     Figures,
+    as_role,
     bench_store,
     cpu_speed,
     create_batches,
@@ -279,9 +279,15 @@ Creates = Callable[[str, str, int], Coroutine[Any, Any, dict[str, float]]]
 its store's; returns when each create returned (``time.time()``), by task id."""
 
 
-def _immediate_starts(config: BenchConfig, workdir: Path, creates: Creates) -> Figures:
+def _immediate_starts(
+    config: BenchConfig,
+    workdir: Path,
+    creates: Creates,
+    prepare: Callable[[str, str], Coroutine[Any, Any, None]] | None = None,
+) -> Figures:
     """Create → handler start of tasks made by ``creates`` under light load, one SDK worker
-    process long-polling their queue."""
+    process long-polling their queue; ``prepare`` (given the node's URL and its store's) runs
+    once before the warm-up."""
     import subprocess
     import sys
 
@@ -294,6 +300,8 @@ def _immediate_starts(config: BenchConfig, workdir: Path, creates: Creates) -> F
         )
         try:
             count = min(config.tasks, 1000)
+            if prepare is not None:
+                asyncio.run(prepare(proc.url, db))
             asyncio.run(creates(proc.url, db, 50))  # warm up: the worker is polling by now
             returned = asyncio.run(creates(proc.url, db, count))
             wait_succeeded(proc.url, count + 50)
@@ -343,19 +351,19 @@ def immediate_sql(config: BenchConfig, workdir: Path) -> Figures:
         raise SystemExit("immediate-sql needs --store postgres (SQLite has no SQL API)")
     role = f"dt_bench_{secrets.token_hex(4)}"
 
+    async def grant(url: str, db: str) -> None:
+        """The node's tenant made (by a first call), and the role granted it."""
+        async with aiohttp.ClientSession() as session, session.get(f"{url}/v1/tasks") as r:
+            r.raise_for_status()
+        owner = await pg_connect(db)
+        try:
+            await owner.execute(f"CREATE ROLE {role} LOGIN")
+            await owner.execute("SELECT sql_api_grant($1, $2)", role, DEV_TENANT_ID)
+        finally:
+            await owner.close()
+
     async def creates(url: str, db: str, count: int) -> dict[str, float]:
-        if count == 50:  # the warm-up: the node's tenant made, the role granted it
-            async with aiohttp.ClientSession() as session, session.get(f"{url}/v1/tasks") as r:
-                r.raise_for_status()
-            owner = await pg_connect(db)
-            try:
-                await owner.execute(f"CREATE ROLE {role} LOGIN")
-                await owner.execute("SELECT sql_api_grant($1, $2)", role, DEV_TENANT_ID)
-            finally:
-                await owner.close()
-        parts = urlsplit(db)
-        host = parts.netloc.rpartition("@")[2]
-        conn = await asyncpg.connect(urlunsplit(parts._replace(netloc=f"{role}@{host}", query="")))
+        conn = await asyncpg.connect(as_role(db, role))
         returned: dict[str, float] = {}
         try:
             for _ in range(count):
@@ -370,7 +378,7 @@ def immediate_sql(config: BenchConfig, workdir: Path) -> Figures:
         return returned
 
     try:
-        return _immediate_starts(config, workdir, creates)
+        return _immediate_starts(config, workdir, creates, grant)
     finally:
         sql_value(config.pg_url, f"DROP ROLE IF EXISTS {role}")
 
