@@ -337,6 +337,12 @@ NOTIFICATIONS_HELD = Counter(
     ["event"],
     registry=REGISTRY,
 )
+SQL_WORKFLOW_REQUESTS = Counter(
+    "duetime_sql_workflow_requests_total",
+    "Workflows requested through the SQL API that this node ended, by outcome: made, refused.",
+    ["outcome"],
+    registry=REGISTRY,
+)
 CIRCUIT_CHANGES = Counter(
     "duetime_circuit_changes_total",
     "Circuit breaker changes of state (per tenant and target origin) made in this node, by new "

@@ -1,6 +1,6 @@
 """duetime.sdk.sql on every connection it takes: asyncpg, psycopg 3 (sync and async), SQLAlchemy
 sessions (sync and async); the SDK's task specs and defaults; a task handle deferring inside a
-given connection; a rollback leaves nothing."""
+given connection; a rollback leaves nothing; workflows requested on each."""
 
 from __future__ import annotations
 
@@ -15,9 +15,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
 from duetime import errors
+from duetime.api.app import create_app
+from duetime.api.sql_intake import WorkflowIntake
+from duetime.clock import SystemClock
+from duetime.config import Settings
 from duetime.sdk import sql
 from duetime.sdk.models import RetrySpec, TaskSpec
 from duetime.sdk.worker import Worker
+from duetime.sdk.workflows import Flow, chain, group, step
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import TaskFilter, TaskStatus
 
@@ -164,3 +169,54 @@ def test_a_malformed_spec_is_refused_before_anything_is_sent() -> None:
         sql.create_task(object(), queue="q")  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="schema"):
         sql.create_tasks(object(), [], schema="bad; DROP")  # type: ignore[call-overload]
+
+
+def _flow() -> Flow:
+    return chain(step("fetch", payload={"n": 1}), group(step("left"), step("right")))
+
+
+async def test_a_workflow_requested_on_each_kind_of_connection(
+    role_url: str, store: PostgresStore, tenant: str
+) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(role_url)
+    try:
+        async with conn.transaction():
+            mine = await sql.create_workflow(
+                conn, _flow(), name="daily", defaults={"target": {"type": "worker"}}
+            )
+        pending = await sql.workflow_request(conn, mine.id)
+    finally:
+        await conn.close()
+    with psycopg.connect(role_url) as sync_conn:
+        theirs = sql.create_workflow(
+            sync_conn,
+            _flow(),
+            defaults={"target": {"type": "worker"}},
+            idempotency_key="w-1",
+        )
+    engine = create_async_engine(role_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        async with AsyncSession(engine) as session, session.begin():
+            again = await sql.create_workflow(
+                session,
+                _flow(),
+                defaults={"target": {"type": "worker"}},
+                idempotency_key="w-1",
+            )
+            refused = await sql.create_workflow(session, [{"ref": "a", "depends_on": ["a"]}])
+    finally:
+        await engine.dispose()
+    assert mine.created and pending.state == "pending" and pending.workflow_id is None
+    assert theirs.created and (again.id, again.created) == (theirs.id, False)
+    app = create_app(Settings(max_payload_bytes=MAX_PAYLOAD_BYTES), store)
+    intake = WorkflowIntake(store, app.state.services.creator, SystemClock())
+    assert await intake.run_once() == 3
+    made = await store.workflow_get(tenant, mine.id)
+    assert made is not None and made.workflow.name == "daily"
+    assert sorted(n.ref for n in made.nodes) == ["fetch", "left", "right"]
+    with psycopg.connect(role_url) as sync_conn:
+        ended = sql.workflow_request(sync_conn, refused.id)
+    assert ended.state == "refused" and ended.problem is not None
+    assert ended.problem["status"] == 422 and ended.problem["field"] == "nodes.0.target"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
@@ -102,6 +103,37 @@ _MAPPING: Sequence[tuple[type[DuetimeError], int, str, str]] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """What a problem response says, before it has a request to answer (the SQL API's
+    workflow requests record one: :mod:`duetime.api.sql_intake`)."""
+
+    status: int
+    slug: str
+    title: str
+    detail: str
+    errors: Sequence[tuple[str, str]] = ()
+    """(field, detail) pairs; the first names ``field``."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Members added to the body (RFC 9457 extensions such as ``limit``)."""
+
+    def body(self, instance: str) -> dict[str, Any]:
+        """The problem document, for a request to ``instance`` (its path)."""
+        body: dict[str, Any] = {
+            "type": f"urn:duetime:problem:{self.slug}",
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "instance": instance,
+        }
+        if self.errors:
+            body["field"] = self.errors[0][0]
+            body["errors"] = [{"field": name, "detail": text} for name, text in self.errors]
+        body.update(self.extra)
+        return body
+
+
 def problem(
     request: Request,
     status: int,
@@ -116,24 +148,18 @@ def problem(
     """A problem response (with ``X-Content-Type-Options: nosniff``). ``errors`` are (field,
     detail) pairs; the first names ``field``; ``extra`` adds members (RFC 9457 extensions such
     as ``limit``)."""
-    body: dict[str, Any] = {
-        "type": f"urn:duetime:problem:{slug}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-    }
-    if errors:
-        body["field"] = errors[0][0]
-        body["errors"] = [{"field": field, "detail": text} for field, text in errors]
-    if extra:
-        body.update(extra)
+    found = Problem(status, slug, title, detail, errors, headers or {}, extra or {})
+    return respond(request, found)
+
+
+def respond(request: Request, found: Problem) -> Response:
+    """``found`` as the response to ``request``."""
     # Said here too, not only by the app's NoSniff middleware: the catch-all 500 is answered
     # outside the middlewares.
     return Response(
-        orjson.dumps(body),
-        status_code=status,
-        headers={**(headers or {}), "X-Content-Type-Options": "nosniff"},
+        orjson.dumps(found.body(request.url.path)),
+        status_code=found.status,
+        headers={**found.headers, "X-Content-Type-Options": "nosniff"},
         media_type=PROBLEM_MEDIA_TYPE,
     )
 
@@ -183,23 +209,22 @@ def _driver_error(exc: BaseException) -> bool:
     return cause is not None and type(cause).__module__.split(".")[0] in _DRIVERS
 
 
-async def _on_duetime_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, DuetimeError)
+def error_problem(exc: DuetimeError) -> Problem | None:
+    """The problem ``exc`` is answered with (None for a ``DuetimeError`` no route should let
+    out, e.g. ``ConfigError``: a 500)."""
     match = next((m for m in _MAPPING if isinstance(exc, m[0])), None)
-    if match is None:  # a DuetimeError no route should let out, e.g. ConfigError
-        log.error("unmapped error on %s %s", request.method, request.url.path, exc_info=exc)
-        return _internal_error(request)
+    if match is None:
+        return None
     _, status, slug, title = match
     headers: dict[str, str] = {}
     extra: dict[str, Any] = {}
     detail = exc.detail
     errors: list[tuple[str, str]] = []
     if isinstance(exc, ValidationError):
-        field = exc.field or "body"
+        name = exc.field or "body"
         if _driver_error(exc):
-            log.debug("store refused input on %s %s: %s", request.method, request.url.path, exc)
             detail = UNSTORABLE
-        errors.append((field, detail))
+        errors.append((name, detail))
         if exc.field and not detail.startswith(exc.field):
             detail = f"{exc.field}: {detail}"
     elif isinstance(exc, Unauthorized):
@@ -210,10 +235,7 @@ async def _on_duetime_error(request: Request, exc: Exception) -> Response:
     elif isinstance(exc, ShuttingDown):
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     elif isinstance(exc, StoreUnavailable):
-        # The store's own message may name hosts or drivers: count and log it, do not send it.
-        # Debug level: an outage would otherwise log once per request.
-        STORE_ERRORS.labels("api").inc()
-        log.debug("store unavailable on %s %s: %s", request.method, request.url.path, exc.detail)
+        # The store's own message may name hosts or drivers: it is not sent.
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
         detail = "the store cannot be reached right now; accepted work is safe, retry later"
         if isinstance(exc, StoreFull):
@@ -221,27 +243,47 @@ async def _on_duetime_error(request: Request, exc: Exception) -> Response:
                 "the store has no disk space left and takes no new work until space is freed; "
                 "accepted work is safe, retry later"
             )
-    return problem(
-        request, status, slug, title, detail, errors=errors, headers=headers, extra=extra
-    )
+    return Problem(status, slug, title, detail, errors, headers, extra)
 
 
-async def _on_request_validation(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
+def validation_problem(exc: RequestValidationError) -> Problem:
+    """The problem a request that failed validation is answered with: 400 for malformed JSON,
+    else 422 naming every field."""
     raw = list(exc.errors())
     for error in raw:
         if error.get("type") == "json_invalid":
             reason = (error.get("ctx") or {}).get("error", "invalid JSON")
             loc = error.get("loc", ())
             where = f" at position {loc[1]}" if len(loc) > 1 else ""
-            return problem(request, 400, "malformed-json", "Malformed JSON", f"{reason}{where}")
+            return Problem(400, "malformed-json", "Malformed JSON", f"{reason}{where}")
     errors = [(field_path(e.get("loc", ())), _message(e)) for e in raw]
     if not errors:
         errors = [("body", "invalid request")]
     detail = f"{errors[0][0]}: {errors[0][1]}"
     if len(errors) > 1:
         detail += f" (and {len(errors) - 1} more)"
-    return problem(request, 422, "validation", "Invalid request", detail, errors=errors)
+    return Problem(422, "validation", "Invalid request", detail, errors)
+
+
+async def _on_duetime_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DuetimeError)
+    found = error_problem(exc)
+    if found is None:
+        log.error("unmapped error on %s %s", request.method, request.url.path, exc_info=exc)
+        return _internal_error(request)
+    if isinstance(exc, ValidationError) and _driver_error(exc):
+        log.debug("store refused input on %s %s: %s", request.method, request.url.path, exc)
+    elif isinstance(exc, StoreUnavailable):
+        # Counted and logged, not sent. Debug level: an outage would otherwise log once per
+        # request.
+        STORE_ERRORS.labels("api").inc()
+        log.debug("store unavailable on %s %s: %s", request.method, request.url.path, exc.detail)
+    return respond(request, found)
+
+
+async def _on_request_validation(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return respond(request, validation_problem(exc))
 
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:

@@ -135,6 +135,9 @@ class Engine:
         self._tasks: list[asyncio.Task[None]] = []
         self.busy_elsewhere: list[Callable[[], bool]] = []
         """More signs of a busy node (its dispatcher processes', added by the node)."""
+        self.more: list[Service] = []
+        """Services of the layers above, run and stopped with these (the node adds the API's
+        intake of workflows requested through SQL)."""
 
     def busy(self) -> bool:
         """Whether this node's hot path is busy (its dispatcher, or one of
@@ -156,6 +159,7 @@ class Engine:
             self.flow,
             self.notifier,
             self.identity,
+            *self.more,
         )
 
     async def start(self) -> None:

@@ -8,7 +8,8 @@ create.TaskBuilder`, under the tenant's quotas), its ``depends_on`` refs become 
 ids, and it carries the labels ``duetime.workflow`` (the workflow's id) and ``duetime.ref`` —
 so the history of a workflow is its nodes' (``GET /v1/history?label=duetime.workflow:<id>``)
 and its tasks list like any. The same ``idempotency_key`` again with the same request is the
-existing workflow; with another request a ``Conflict``.
+existing workflow; with another request a ``Conflict`` — unless either was made through the SQL
+API, whose fingerprint cannot be compared with the HTTP API's (then the existing workflow).
 
 **Children at run time** (:func:`spawn`): the task held under a current lease makes children,
 fenced by that lease (a lease not current is ``StaleLease``). Each child's idempotency key is
@@ -28,7 +29,7 @@ from typing import Protocol
 from duetime.errors import Conflict, StaleLease
 from duetime.graph import order
 from duetime.ids import new_id, new_ids
-from duetime.lifecycle.create import Creator, TaskSpec
+from duetime.lifecycle.create import SQL_FINGERPRINT, Creator, TaskSpec
 from duetime.store.protocols import FollowStore, LeaseStore, StoreClock, WorkflowStore
 from duetime.types import Follow, NewTask, NewWorkflow, TaskCreated, WorkflowView
 
@@ -59,12 +60,15 @@ async def create_workflow(
     labels: dict[str, str] | None = None,
     idempotency_key: str | None = None,
     fingerprint: str | None = None,
+    workflow_id: str | None = None,
 ) -> tuple[WorkflowView, bool]:
-    """Create the workflow (see the module); returns it and whether this call made it."""
+    """Create the workflow (see the module); returns it and whether this call made it.
+    ``workflow_id``: the id to give it (a request through the SQL API names it beforehand);
+    a new one by default."""
     refs = [node.ref for node in nodes]
     order(refs, [node.depends_on for node in nodes])  # a cycle or a dangling ref: 422
     workflow = NewWorkflow(
-        id=new_id(),
+        id=workflow_id or new_id(),
         tenant_id=tenant_id,
         name=name,
         labels=dict(labels or {}),
@@ -93,12 +97,22 @@ async def create_workflow(
         )
     await creator.quotas.admit_tasks(tenant_id, len(tasks))
     made, created = await store.workflow_create(workflow, ids, tasks)
-    if not created and made.workflow.request_hash != workflow.request_hash:
+    if not created and not _same_request(made.workflow.request_hash, workflow.request_hash):
         raise Conflict(
             f"idempotency_key {idempotency_key!r} was used for workflow {made.workflow.id} "
             "with a different request; repeat that request exactly, or use another key"
         )
     return made, created
+
+
+def _same_request(made: str | None, asked: str | None) -> bool:
+    """Whether a repeat of an idempotency key is the request that made the workflow: the same
+    fingerprint, or one of them made through the SQL API, whose fingerprint hashes the request
+    as SQL holds it (:data:`~duetime.lifecycle.create.SQL_FINGERPRINT`) and cannot be compared
+    with the HTTP API's, so the repeat is answered with the workflow (as a task's is)."""
+    if made == asked:
+        return True
+    return any(p is not None and p.startswith(SQL_FINGERPRINT) for p in (made, asked))
 
 
 class SpawnStore(FollowStore, LeaseStore, StoreClock, Protocol):

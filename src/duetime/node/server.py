@@ -11,7 +11,7 @@ import resource
 import signal
 import socket
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import uvicorn
 
@@ -30,6 +30,7 @@ from duetime.store import store_from_url
 
 if TYPE_CHECKING:
     from duetime.schedule.evaluation import EvaluationPool
+    from duetime.store.postgres.backend import PostgresStore
     from duetime.store.sqlite.lockfile import NodeLock
 
 log = logging.getLogger("duetime.server")
@@ -185,6 +186,17 @@ async def run_node(
             # The node process's dispatcher takes its share; DispatchProcesses run the others.
             mine = for_process(settings, 0)
             engine = Engine(store, mine, build_deliverers(mine, store))
+            if not settings.is_sqlite:  # the SQL API is PostgreSQL's
+                from duetime.api.sql_intake import WorkflowIntake
+
+                engine.more.append(
+                    WorkflowIntake(
+                        cast("PostgresStore", store),
+                        app.state.services.creator,
+                        engine.clock,
+                        interval=settings.poll_interval_seconds,
+                    )
+                )
             engine.busy_elsewhere.append(app.state.services.pulse.busy)
             await engine.start()
             processes = DispatchProcesses(settings)

@@ -23,6 +23,15 @@ defaults; ``target`` defaults to a worker target, the only kind this path makes)
 awaitable; on a sync one (``psycopg.Connection``, SQLAlchemy's ``Session``/``Connection``), the
 result. A refusal is the driver's own error, with the SQLSTATE and field the SQL API documents.
 
+``create_workflow`` requests a workflow (a :class:`~duetime.sdk.workflows.Flow` built with
+``chain``/``group``/``chord``/``step``, or node objects, as ``client.create_workflow`` takes)
+inside the transaction; after it commits, a node makes the workflow under the returned id, or
+records why it would not (``workflow_request`` tells which)::
+
+    made = await sql.create_workflow(conn, chain(step("fetch"), step("store")))
+    ...                                                 # after the commit:
+    state = await sql.workflow_request(conn, made.id)   # "pending", "made" or "refused"
+
 The connection's login role must have been granted a tenant (``duetime tenant grant-sql``).
 Nothing here imports a driver: each is used through the connection given (``pip install
 duetime[sql]`` brings psycopg and SQLAlchemy; asyncpg needs nothing more).
@@ -32,7 +41,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias, Unpack, overload
@@ -41,7 +50,8 @@ import orjson
 import pydantic
 
 from duetime import errors
-from duetime.sdk.models import TaskSpec, TaskSpecFields
+from duetime.sdk.models import TaskFields, TaskSpec, TaskSpecFields
+from duetime.sdk.workflows import Flow, workflow_body
 
 if TYPE_CHECKING:  # the drivers' types, for the overloads only: none is imported at run time
     import asyncpg
@@ -61,7 +71,15 @@ if TYPE_CHECKING:  # the drivers' types, for the overloads only: none is importe
     )
     SyncConn: TypeAlias = psycopg.Connection[Any] | Session | SAConnection
 
-__all__ = ["CreatedTask", "create_task", "create_tasks"]
+__all__ = [
+    "CreatedTask",
+    "RequestedWorkflow",
+    "WorkflowRequest",
+    "create_task",
+    "create_tasks",
+    "create_workflow",
+    "workflow_request",
+]
 
 DEFAULT_SCHEMA = "duetime"
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,49}")
@@ -297,3 +315,132 @@ def create_tasks(
 
 async def _many_async(driver: _Driver, sql: str, values: list[Any]) -> list[CreatedTask]:
     return [_created(row) for row in await driver.fetch_async(sql, values)]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedWorkflow:
+    """A workflow requested through the SQL API: ``id`` is the workflow's once a node made it
+    (see :class:`WorkflowRequest`); ``created`` is False when an ``idempotency_key`` met an
+    existing workflow or request (then ``id`` is that one's)."""
+
+    id: str
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRequest:
+    """What became of a requested workflow: ``state`` is ``pending`` (no node has made it yet),
+    ``made`` (``workflow_id`` is the workflow) or ``refused`` (``problem`` is the RFC 9457
+    problem ``POST /v1/workflows`` would have answered, naming the field)."""
+
+    id: str
+    state: str
+    workflow_id: str | None
+    problem: dict[str, Any] | None
+    requested_at: datetime
+    ended_at: datetime | None
+
+
+@overload
+def create_workflow(
+    conn: AsyncConn,
+    flow: Flow | Sequence[Mapping[str, Any]],
+    /,
+    *,
+    name: str | None = None,
+    defaults: TaskFields | None = None,
+    labels: Mapping[str, str] | None = None,
+    idempotency_key: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> Awaitable[RequestedWorkflow]: ...
+
+
+@overload
+def create_workflow(
+    conn: SyncConn,
+    flow: Flow | Sequence[Mapping[str, Any]],
+    /,
+    *,
+    name: str | None = None,
+    defaults: TaskFields | None = None,
+    labels: Mapping[str, str] | None = None,
+    idempotency_key: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> RequestedWorkflow: ...
+
+
+def create_workflow(
+    conn: Any,
+    flow: Flow | Sequence[Mapping[str, Any]],
+    /,
+    *,
+    name: str | None = None,
+    defaults: TaskFields | None = None,
+    labels: Mapping[str, str] | None = None,
+    idempotency_key: str | None = None,
+    schema: str = DEFAULT_SCHEMA,
+) -> RequestedWorkflow | Awaitable[RequestedWorkflow]:
+    """Request the workflow ``flow`` on ``conn``, inside its transaction
+    (``duetime.create_workflow_v1``), with the arguments of ``client.create_workflow``; a
+    node makes it after the commit (see the module)."""
+    where = _schema(schema)
+    body = workflow_body(
+        flow, name=name, defaults=defaults, labels=labels, idempotency_key=idempotency_key
+    )
+    driver = _Driver(conn)
+    sql = f"SELECT id, created FROM {where}.create_workflow_v1(CAST({driver.mark(0)} AS jsonb))"
+    values: list[Any] = [orjson.dumps(body).decode()]
+    if driver.is_async:
+        return _requested_async(driver, sql, values)
+    return _requested(driver.fetch(sql, values)[0])
+
+
+def _requested(row: Sequence[Any]) -> RequestedWorkflow:
+    return RequestedWorkflow(id=str(row[0]), created=bool(row[1]))
+
+
+async def _requested_async(driver: _Driver, sql: str, values: list[Any]) -> RequestedWorkflow:
+    return _requested((await driver.fetch_async(sql, values))[0])
+
+
+@overload
+def workflow_request(
+    conn: AsyncConn, request_id: str, /, *, schema: str = DEFAULT_SCHEMA
+) -> Awaitable[WorkflowRequest]: ...
+
+
+@overload
+def workflow_request(
+    conn: SyncConn, request_id: str, /, *, schema: str = DEFAULT_SCHEMA
+) -> WorkflowRequest: ...
+
+
+def workflow_request(
+    conn: Any, request_id: str, /, *, schema: str = DEFAULT_SCHEMA
+) -> WorkflowRequest | Awaitable[WorkflowRequest]:
+    """What became of the workflow requested as ``request_id`` (``duetime.workflow_request_v1``;
+    the driver's ``no_data_found`` error for no such request of the role's tenant)."""
+    where = _schema(schema)
+    driver = _Driver(conn)
+    sql = (
+        "SELECT id, state, workflow_id, problem::text, requested_at, ended_at "
+        f"FROM {where}.workflow_request_v1(CAST({driver.mark(0)} AS uuid))"
+    )
+    if driver.is_async:
+        return _request_async(driver, sql, [request_id])
+    return _request(driver.fetch(sql, [request_id])[0])
+
+
+def _request(row: Sequence[Any]) -> WorkflowRequest:
+    return WorkflowRequest(
+        id=str(row[0]),
+        state=str(row[1]),
+        workflow_id=None if row[2] is None else str(row[2]),
+        problem=None if row[3] is None else orjson.loads(row[3]),
+        requested_at=row[4],
+        ended_at=row[5],
+    )
+
+
+async def _request_async(driver: _Driver, sql: str, values: list[Any]) -> WorkflowRequest:
+    return _request((await driver.fetch_async(sql, values))[0])

@@ -196,6 +196,27 @@ def _nodes(flow: Flow | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(flow.nodes) if isinstance(flow, Flow) else [dict(n) for n in flow]
 
 
+def workflow_body(
+    flow: Flow | Sequence[Mapping[str, Any]],
+    *,
+    name: str | None = None,
+    defaults: TaskFields | None = None,
+    labels: Mapping[str, str] | None = None,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """The body of ``POST /v1/workflows`` (and of the SQL API's ``create_workflow_v1``) for
+    ``flow``; ``None`` and empty arguments are left out (the server's defaults)."""
+    body: dict[str, Any] = {"nodes": _nodes(flow)}
+    for key, value in (("name", name), ("idempotency_key", idempotency_key)):
+        if value is not None:
+            body[key] = value
+    if defaults:
+        body["defaults"] = _sent(defaults)
+    if labels:
+        body["labels"] = dict(labels)
+    return body
+
+
 # -- calls --------------------------------------------------------------------------------------
 
 
@@ -216,14 +237,9 @@ class WorkflowCalls(_Api):
         ``defaults`` are fields every node gets unless it sets them. Raises
         ``ApiValidationError`` naming the node (``nodes.3.depends_on`` for a cycle or a
         dangling ref)."""
-        body: dict[str, Any] = {"nodes": _nodes(flow)}
-        for key, value in (("name", name), ("idempotency_key", idempotency_key)):
-            if value is not None:
-                body[key] = value
-        if defaults:
-            body["defaults"] = _sent(defaults)
-        if labels:
-            body["labels"] = dict(labels)
+        body = workflow_body(
+            flow, name=name, defaults=defaults, labels=labels, idempotency_key=idempotency_key
+        )
         made = Workflow.model_validate(await self._request("POST", "/v1/workflows", body=body))
         return WorkflowRun(self, made.id, made)
 

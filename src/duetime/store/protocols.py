@@ -71,6 +71,7 @@ from duetime.types import (
     SealedRow,
     SigningKey,
     SigningSecret,
+    SqlWorkflowRequest,
     StatusCount,
     TargetCircuit,
     Task,
@@ -993,6 +994,30 @@ class OutboxStore(Protocol):
 
     async def notification_events_count(self) -> int:
         """Events waiting to be sent (all tenants)."""
+
+
+class SqlRequestStore(Protocol):
+    """Workflows requested through the SQL API (PostgreSQL's alone: migration
+    ``0031_sql_api_workflows``), made by a node (:class:`duetime.api.sql_intake.WorkflowIntake`)."""
+
+    @property
+    def requests_signal(self) -> Signal:
+        """Fires when a caller's transaction holding a request commits (on every node)."""
+
+    async def sql_workflow_requests_take(
+        self, limit: int, hold_seconds: float
+    ) -> list[SqlWorkflowRequest]:
+        """Up to ``limit`` pending requests, oldest first, held for this node for
+        ``hold_seconds`` (skipped by every other node until then; past it, taken again)."""
+
+    async def sql_workflow_request_end(
+        self, request_id: str, workflow_id: str | None, problem: Mapping[str, Any] | None
+    ) -> bool:
+        """Record a pending request as made (``workflow_id``) or refused (``problem``); False
+        when it had ended already."""
+
+    async def sql_workflow_requests_sweep(self, older_than_seconds: float, limit: int) -> int:
+        """Delete up to ``limit`` requests ended more than ``older_than_seconds`` ago."""
 
 
 class CreateStore(TaskStore, QueueStore, FollowStore, Protocol):

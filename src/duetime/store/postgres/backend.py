@@ -149,6 +149,10 @@ class PostgresStore(
             pg_schema.channel(self.schema, "ready"), self._send_notify, self._polls
         )
         self.due_signal = PgSignal(pg_schema.channel(self.schema, "due"), self._send_notify)
+        # Workflows requested through the SQL API (migration 0031): only its functions notify.
+        self.requests_signal = PgSignal(
+            pg_schema.channel(self.schema, "requests"), self._send_notify
+        )
         self._ends = PgEnds(
             self._send_ends,
             pg_schema.channel(self.schema, "ended"),
@@ -158,7 +162,7 @@ class PostgresStore(
         self._ends.feed = self.ended
         self._listener = Listener(
             self._connect_listener,
-            [self.ready_signal, self.due_signal],
+            [self.ready_signal, self.due_signal, self.requests_signal],
             self._token,
             self._polls,
             polls_channel=polls,
@@ -298,6 +302,7 @@ class PostgresStore(
         await self._listener.close()
         await self.ready_signal.drain()
         await self.due_signal.drain()
+        await self.requests_signal.drain()
         await self._polls.drain()
         await self._ends.drain()
         pool, self._pool = self._pool, None

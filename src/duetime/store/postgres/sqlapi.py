@@ -5,13 +5,21 @@ one tenant, and the server bounds the API's functions check against.
 schema and EXECUTE on the four API functions, nothing else, and the role's tenant recorded; the
 store's ``max_payload_bytes`` is written for the functions to check payloads against. Run by the
 store's own role (it owns every object, so it may grant on them).
+
+Workflows requested through ``create_workflow_v1`` (migration ``0031_sql_api_workflows``) are
+taken, ended and swept here (:class:`~duetime.store.protocols.SqlRequestStore`) for the node that
+makes them (:class:`duetime.api.sql_intake.WorkflowIntake`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from duetime.errors import NotFound, ValidationError
-from duetime.store.core.plan import Decode, Plan, Row, all_, execute, value
+from duetime.store.core.plan import Decode, Json, Plan, Row, all_, count, execute, value
 from duetime.store.core.runner import Runs
+from duetime.types import SqlWorkflowRequest
 
 
 def _producer(r: Row, _d: type[Decode]) -> tuple[str, str]:
@@ -31,6 +39,44 @@ def sql_revoke(role: str) -> Plan[bool]:
 def sql_producers() -> Plan[list[tuple[str, str]]]:
     found: list[tuple[str, str]] = yield all_("sql_api_producers", _producer)
     return found
+
+
+def _request(r: Row, d: type[Decode]) -> tuple[SqlWorkflowRequest, Any]:
+    found = SqlWorkflowRequest(
+        id=d.ident(r["id"]),
+        tenant_id=str(r["tenant_id"]),
+        role_name=str(r["role_name"]),
+        body=str(r["body"]),
+        fingerprint=str(r["fingerprint"]),
+        retaken=d.flag(r["retaken"]),
+    )
+    return found, r["requested_at"]
+
+
+def sql_workflow_requests_take(limit: int, hold_seconds: float) -> Plan[list[SqlWorkflowRequest]]:
+    taken: list[tuple[SqlWorkflowRequest, Any]] = yield all_(
+        "sql_workflow_requests_take", _request, limit=limit, hold_seconds=hold_seconds
+    )
+    return [request for request, _ in sorted(taken, key=lambda t: (t[1], t[0].id))]
+
+
+def sql_workflow_request_end(
+    request_id: str, workflow_id: str | None, problem: Mapping[str, Any] | None
+) -> Plan[bool]:
+    ended: int = yield count(
+        "sql_workflow_request_end",
+        id=request_id,
+        workflow_id=workflow_id,
+        problem=None if problem is None else Json(dict(problem)),
+    )
+    return ended > 0
+
+
+def sql_workflow_requests_sweep(older_than_seconds: float, limit: int) -> Plan[int]:
+    swept: int = yield count(
+        "sql_workflow_requests_sweep", older_than_seconds=older_than_seconds, limit=limit
+    )
+    return swept
 
 
 class SqlApiMethods(Runs):
@@ -56,3 +102,18 @@ class SqlApiMethods(Runs):
     async def sql_producers(self) -> list[tuple[str, str]]:
         """Every (role, tenant) granted the SQL API."""
         return await self._run(sql_producers())
+
+    async def sql_workflow_requests_take(
+        self, limit: int, hold_seconds: float
+    ) -> list[SqlWorkflowRequest]:
+        return await self._run(sql_workflow_requests_take(limit, hold_seconds), write=True)
+
+    async def sql_workflow_request_end(
+        self, request_id: str, workflow_id: str | None, problem: Mapping[str, Any] | None
+    ) -> bool:
+        return await self._run(
+            sql_workflow_request_end(request_id, workflow_id, problem), write=True
+        )
+
+    async def sql_workflow_requests_sweep(self, older_than_seconds: float, limit: int) -> int:
+        return await self._run(sql_workflow_requests_sweep(older_than_seconds, limit), write=True)

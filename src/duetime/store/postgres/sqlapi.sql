@@ -12,3 +12,33 @@ SELECT sql_api_revoke(:role);
 
 -- name: sql_api_producers
 SELECT role_name, tenant_id FROM sql_producers ORDER BY role_name;
+
+-- Workflows requested through the SQL API (migration 0031), taken by a node to make.
+
+-- name: sql_workflow_requests_take
+WITH taken AS (
+    SELECT w.id, w.taken_until IS NOT NULL AS retaken FROM sql_workflow_requests w
+    WHERE w.state = 'pending' AND (w.taken_until IS NULL OR w.taken_until < now())
+    ORDER BY w.requested_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED)
+UPDATE sql_workflow_requests r
+SET taken_until = now() + make_interval(secs => :hold_seconds)
+FROM taken
+WHERE r.id = taken.id
+RETURNING r.id, r.tenant_id, r.role_name, r.body::text AS body, r.fingerprint, r.requested_at,
+          taken.retaken;
+
+-- name: sql_workflow_request_end
+UPDATE sql_workflow_requests
+SET state = CASE WHEN :workflow_id::uuid IS NULL THEN 'refused' ELSE 'made' END,
+    workflow_id = :workflow_id::uuid, problem = :problem::jsonb, ended_at = now(),
+    taken_until = NULL
+WHERE id = :id::uuid AND state = 'pending';
+
+-- name: sql_workflow_requests_sweep
+DELETE FROM sql_workflow_requests
+WHERE id IN (
+    SELECT id FROM sql_workflow_requests
+    WHERE state <> 'pending' AND ended_at < now() - make_interval(secs => :older_than_seconds)
+    LIMIT :limit);

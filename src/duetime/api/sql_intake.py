@@ -1,0 +1,141 @@
+"""Workflows requested through the SQL API, made by a node (docs/api.md "SQL API").
+
+``duetime.create_workflow_v1(workflow jsonb)`` (migration ``0031_sql_api_workflows``) records
+the body of ``POST /v1/workflows`` as a request in the caller's own transaction; it exists only
+if that transaction commits, and its ``NOTIFY`` wakes the nodes then. :class:`WorkflowIntake`
+takes pending requests (``FOR UPDATE SKIP LOCKED``, held for a while, so two nodes never take
+one at once) and makes each exactly as the route does — the same body model, the same
+:func:`~duetime.lifecycle.workflow.create_workflow` with the node's creator (its target checks,
+the private-address guard, quotas) — under the request's id, attributed to ``sql:<role>``. A
+request the route would refuse is recorded as refused with the RFC 9457 problem the route would
+have answered; one made records its workflow.
+
+A crash between making the workflow and recording it leaves the request pending; the node that
+takes it again finds the workflow by its id (or by its idempotency key) instead of making a
+second. Ended requests are kept for :data:`KEEP_SECONDS`, for ``workflow_request_v1`` to tell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Protocol
+
+from fastapi.exceptions import RequestValidationError
+
+from duetime import metrics
+from duetime.api.deps import validated
+from duetime.api.problems import Problem, error_problem, validation_problem
+from duetime.api.workflow_schemas import WorkflowCreate, nodes_of
+from duetime.clock import Clock
+from duetime.engine.service import Service
+from duetime.errors import DuetimeError, StoreUnavailable
+from duetime.history.actor import acting_as
+from duetime.lifecycle.create import Creator
+from duetime.lifecycle.workflow import CreateWorkflowStore, create_workflow
+from duetime.store.protocols import SqlRequestStore
+from duetime.types import SqlWorkflowRequest
+
+log = logging.getLogger("duetime.sql")
+
+INSTANCE = "/v1/workflows"
+"""The ``instance`` of a refused request's problem: the route it stands for."""
+KEEP_SECONDS = 86_400.0
+"""How long an ended request stays readable through ``workflow_request_v1``."""
+_SWEEP_EVERY_SECONDS = 60.0
+_INTERNAL = Problem(
+    500, "internal", "Internal server error", "the node could not make the workflow; see its log"
+)
+
+
+class IntakeStore(SqlRequestStore, CreateWorkflowStore, Protocol):
+    """What the intake uses of the store."""
+
+
+class WorkflowIntake(Service):
+    """See the module. ``batch``: requests taken per round; ``interval``: the longest sleep
+    between rounds without a wake-up; ``hold_seconds``: how long a taken request is this
+    node's before another may take it."""
+
+    name = "sql-intake"
+
+    def __init__(
+        self,
+        store: IntakeStore,
+        creator: Creator,
+        clock: Clock,
+        *,
+        batch: int = 50,
+        interval: float = 1.0,
+        hold_seconds: float = 60.0,
+    ) -> None:
+        super().__init__(clock)
+        self._store = store
+        self._creator = creator
+        self._batch = batch
+        self._interval = interval
+        self._hold = hold_seconds
+        self._swept_at = float("-inf")
+
+    async def run_once(self) -> int:
+        taken = await self._store.sql_workflow_requests_take(self._batch, self._hold)
+        for request in taken:
+            await self._make(request)
+        if not taken and self._clock.monotonic() - self._swept_at >= _SWEEP_EVERY_SECONDS:
+            await self._store.sql_workflow_requests_sweep(KEEP_SECONDS, 1000)
+            self._swept_at = self._clock.monotonic()
+        return len(taken)
+
+    async def wait(self, did: int) -> None:
+        if did >= self._batch:
+            return  # more may be waiting
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait(
+                [stop, asyncio.ensure_future(self._store.requests_signal.wait(self._interval))],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            stop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stop
+
+    async def _make(self, request: SqlWorkflowRequest) -> None:
+        workflow_id: str | None = None
+        problem: dict[str, Any] | None = None
+        try:
+            workflow_id = await self._create(request)
+        except RequestValidationError as exc:
+            problem = validation_problem(exc).body(INSTANCE)
+        except StoreUnavailable:
+            raise  # still pending: taken again once its hold passes
+        except DuetimeError as exc:
+            problem = (error_problem(exc) or _INTERNAL).body(INSTANCE)
+        except Exception:
+            log.exception("sql-intake: workflow request %s failed", request.id)
+            problem = _INTERNAL.body(INSTANCE)
+        await self._store.sql_workflow_request_end(request.id, workflow_id, problem)
+        outcome = "made" if workflow_id is not None else "refused"
+        metrics.child(metrics.SQL_WORKFLOW_REQUESTS, outcome).inc()
+
+    async def _create(self, request: SqlWorkflowRequest) -> str:
+        body = validated(request.body.encode(), WorkflowCreate)
+        if request.retaken:
+            made = await self._store.workflow_get(request.tenant_id, request.id)
+            if made is not None:
+                return made.workflow.id  # made before the node that took it stopped
+        nodes = nodes_of(body)
+        with acting_as(f"sql:{request.role_name}"):
+            view, _ = await create_workflow(
+                self._creator,
+                self._store,
+                request.tenant_id,
+                nodes,
+                name=body.name,
+                labels=body.labels,
+                idempotency_key=body.idempotency_key,
+                fingerprint=request.fingerprint,
+                workflow_id=request.id,
+            )
+        return view.workflow.id
