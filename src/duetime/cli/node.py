@@ -108,7 +108,8 @@ def tenant_grant_sql(
     """Let a PostgreSQL login role create tasks for TENANT through the SQL API, and nothing else.
 
     ROLE gets USAGE on duetime's schema and EXECUTE on its API functions (create_task_v1,
-    create_tasks_v1, cancel_task_v1, api_version): no table privilege. A role has one tenant;
+    create_tasks_v1, cancel_task_v1, create_workflow_v1, workflow_request_v1, api_version): no
+    table privilege. A role has one tenant;
     granting another replaces it. Also records max_payload_bytes [env DUETIME_MAX_PAYLOAD_BYTES]
     for the functions to check payloads against. Migrates the store first.
     """

@@ -2,9 +2,9 @@
 one tenant, and the server bounds the API's functions check against.
 
 :meth:`SqlApiMethods.sql_grant` is ``duetime tenant grant-sql TENANT ROLE``: USAGE on the store's
-schema and EXECUTE on the four API functions, nothing else, and the role's tenant recorded; the
-store's ``max_payload_bytes`` is written for the functions to check payloads against. Run by the
-store's own role (it owns every object, so it may grant on them).
+schema and EXECUTE on the API's functions (``sql_api_functions()``), nothing else, and the role's
+tenant recorded; the store's ``max_payload_bytes`` is written for the functions to check payloads
+against. Run by the store's own role (it owns every object, so it may grant on them).
 
 Workflows requested through ``create_workflow_v1`` (migration ``0031_sql_api_workflows``) are
 taken, ended and swept here (:class:`~duetime.store.protocols.SqlRequestStore`) for the node that
