@@ -187,16 +187,16 @@ async def test_a_node_stopping_after_it_made_the_workflow_makes_no_second(
     conn, _, client, _tenant = granted
     made = await _request(conn, CHAIN)
     intake = _intake(node, store, hold_seconds=0.0)  # taken again at once
-    record = store.sql_workflow_request_end
+    record = store.sql_workflow_requests_end
 
     async def lost(*args: Any, **kwargs: Any) -> bool:
         raise StoreUnavailable("the node went away before it recorded the request")
 
-    monkeypatch.setattr(store, "sql_workflow_request_end", lost)
+    monkeypatch.setattr(store, "sql_workflow_requests_end", lost)
     with pytest.raises(StoreUnavailable):
         await intake.run_once()
     assert (await _state(conn, made["id"]))["state"] == "pending"
-    monkeypatch.setattr(store, "sql_workflow_request_end", record)
+    monkeypatch.setattr(store, "sql_workflow_requests_end", record)
     await asyncio.sleep(0.01)
     assert await intake.run_once() == 1
     state = await _state(conn, made["id"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, Protocol
+from typing import Protocol
 
 from fastapi.exceptions import RequestValidationError
 
@@ -34,7 +34,7 @@ from duetime.errors import DuetimeError, StoreUnavailable
 from duetime.history.actor import acting_as
 from duetime.lifecycle.create import Creator
 from duetime.lifecycle.workflow import CreateWorkflowStore, create_workflow
-from duetime.store.protocols import SqlRequestStore
+from duetime.store.protocols import RequestEnd, SqlRequestStore
 from duetime.types import SqlWorkflowRequest
 
 log = logging.getLogger("duetime.sql")
@@ -54,9 +54,10 @@ class IntakeStore(SqlRequestStore, CreateWorkflowStore, Protocol):
 
 
 class WorkflowIntake(Service):
-    """See the module. ``batch``: requests taken per round; ``interval``: the longest sleep
-    between rounds without a wake-up; ``hold_seconds``: how long a taken request is this
-    node's before another may take it."""
+    """See the module. ``batch``: requests taken per round, ``concurrency`` of them made at
+    once (each workflow is a transaction of its own; the outcomes are recorded in one
+    statement); ``interval``: the longest sleep between rounds without a wake-up;
+    ``hold_seconds``: how long a taken request is this node's before another may take it."""
 
     name = "sql-intake"
 
@@ -66,7 +67,8 @@ class WorkflowIntake(Service):
         creator: Creator,
         clock: Clock,
         *,
-        batch: int = 50,
+        batch: int = 100,
+        concurrency: int = 8,
         interval: float = 1.0,
         hold_seconds: float = 60.0,
     ) -> None:
@@ -74,14 +76,32 @@ class WorkflowIntake(Service):
         self._store = store
         self._creator = creator
         self._batch = batch
+        self._concurrency = concurrency
         self._interval = interval
         self._hold = hold_seconds
         self._swept_at = float("-inf")
 
     async def run_once(self) -> int:
         taken = await self._store.sql_workflow_requests_take(self._batch, self._hold)
-        for request in taken:
-            await self._make(request)
+        if taken:
+            # Each workflow is its own transaction: up to ``concurrency`` at once. A store
+            # outage stops the round; what it did not record stays pending, taken again later.
+            gate = asyncio.Semaphore(self._concurrency)
+
+            async def make(request: SqlWorkflowRequest) -> RequestEnd:
+                async with gate:
+                    return await self._make(request)
+
+            try:
+                async with asyncio.TaskGroup() as group:
+                    made = [group.create_task(make(request)) for request in taken]
+            except* StoreUnavailable as outage:
+                raise outage.exceptions[0] from None
+            ended = [task.result() for task in made]
+            await self._store.sql_workflow_requests_end(ended)
+            for _, workflow_id, _ in ended:
+                outcome = "made" if workflow_id is not None else "refused"
+                metrics.child(metrics.SQL_WORKFLOW_REQUESTS, outcome).inc()
         if not taken and self._clock.monotonic() - self._swept_at >= _SWEEP_EVERY_SECONDS:
             await self._store.sql_workflow_requests_sweep(KEEP_SECONDS, 1000)
             self._swept_at = self._clock.monotonic()
@@ -101,23 +121,19 @@ class WorkflowIntake(Service):
             with contextlib.suppress(asyncio.CancelledError):
                 await stop
 
-    async def _make(self, request: SqlWorkflowRequest) -> None:
-        workflow_id: str | None = None
-        problem: dict[str, Any] | None = None
+    async def _make(self, request: SqlWorkflowRequest) -> RequestEnd:
+        """Make the request's workflow: its outcome, to record."""
         try:
-            workflow_id = await self._create(request)
+            return request.id, await self._create(request), None
         except RequestValidationError as exc:
-            problem = validation_problem(exc).body(INSTANCE)
+            return request.id, None, validation_problem(exc).body(INSTANCE)
         except StoreUnavailable:
             raise  # still pending: taken again once its hold passes
         except DuetimeError as exc:
-            problem = (error_problem(exc) or _INTERNAL).body(INSTANCE)
+            return request.id, None, (error_problem(exc) or _INTERNAL).body(INSTANCE)
         except Exception:
             log.exception("sql-intake: workflow request %s failed", request.id)
-            problem = _INTERNAL.body(INSTANCE)
-        await self._store.sql_workflow_request_end(request.id, workflow_id, problem)
-        outcome = "made" if workflow_id is not None else "refused"
-        metrics.child(metrics.SQL_WORKFLOW_REQUESTS, outcome).inc()
+            return request.id, None, _INTERNAL.body(INSTANCE)
 
     async def _create(self, request: SqlWorkflowRequest) -> str:
         body = validated(request.body.encode(), WorkflowCreate)

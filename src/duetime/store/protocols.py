@@ -996,6 +996,10 @@ class OutboxStore(Protocol):
         """Events waiting to be sent (all tenants)."""
 
 
+RequestEnd = tuple[str, str | None, Mapping[str, Any] | None]
+"""A workflow request's outcome: (request id, workflow id when made, problem when refused)."""
+
+
 class SqlRequestStore(Protocol):
     """Workflows requested through the SQL API (PostgreSQL's alone: migration
     ``0031_sql_api_workflows``), made by a node (:class:`duetime.api.sql_intake.WorkflowIntake`)."""
@@ -1010,11 +1014,9 @@ class SqlRequestStore(Protocol):
         """Up to ``limit`` pending requests, oldest first, held for this node for
         ``hold_seconds`` (skipped by every other node until then; past it, taken again)."""
 
-    async def sql_workflow_request_end(
-        self, request_id: str, workflow_id: str | None, problem: Mapping[str, Any] | None
-    ) -> bool:
-        """Record a pending request as made (``workflow_id``) or refused (``problem``); False
-        when it had ended already."""
+    async def sql_workflow_requests_end(self, ended: Sequence[RequestEnd]) -> int:
+        """Record pending requests as made (a workflow id) or refused (a problem), one
+        statement; returns how many were still pending."""
 
     async def sql_workflow_requests_sweep(self, older_than_seconds: float, limit: int) -> int:
         """Delete up to ``limit`` requests ended more than ``older_than_seconds`` ago."""

@@ -13,12 +13,15 @@ makes them (:class:`duetime.api.sql_intake.WorkflowIntake`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from duetime.errors import NotFound, ValidationError
-from duetime.store.core.plan import Decode, Json, Plan, Row, all_, count, execute, value
+from duetime.store.core.plan import Decode, Plan, Row, all_, count, execute, value
 from duetime.store.core.runner import Runs
+from duetime.store.protocols import RequestEnd
 from duetime.types import SqlWorkflowRequest
 
 
@@ -60,16 +63,14 @@ def sql_workflow_requests_take(limit: int, hold_seconds: float) -> Plan[list[Sql
     return [request for request, _ in sorted(taken, key=lambda t: (t[1], t[0].id))]
 
 
-def sql_workflow_request_end(
-    request_id: str, workflow_id: str | None, problem: Mapping[str, Any] | None
-) -> Plan[bool]:
-    ended: int = yield count(
-        "sql_workflow_request_end",
-        id=request_id,
-        workflow_id=workflow_id,
-        problem=None if problem is None else Json(dict(problem)),
+def sql_workflow_requests_end(ended: Sequence[RequestEnd]) -> Plan[int]:
+    done: int = yield count(
+        "sql_workflow_requests_end",
+        ids=[request_id for request_id, _, _ in ended],
+        workflow_ids=[workflow_id for _, workflow_id, _ in ended],
+        problems=[None if p is None else orjson.dumps(p).decode() for _, _, p in ended],
     )
-    return ended > 0
+    return done
 
 
 def sql_workflow_requests_sweep(older_than_seconds: float, limit: int) -> Plan[int]:
@@ -108,12 +109,8 @@ class SqlApiMethods(Runs):
     ) -> list[SqlWorkflowRequest]:
         return await self._run(sql_workflow_requests_take(limit, hold_seconds), write=True)
 
-    async def sql_workflow_request_end(
-        self, request_id: str, workflow_id: str | None, problem: Mapping[str, Any] | None
-    ) -> bool:
-        return await self._run(
-            sql_workflow_request_end(request_id, workflow_id, problem), write=True
-        )
+    async def sql_workflow_requests_end(self, ended: Sequence[RequestEnd]) -> int:
+        return await self._run(sql_workflow_requests_end(ended), write=True)
 
     async def sql_workflow_requests_sweep(self, older_than_seconds: float, limit: int) -> int:
         return await self._run(sql_workflow_requests_sweep(older_than_seconds, limit), write=True)

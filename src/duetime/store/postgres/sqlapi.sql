@@ -29,12 +29,14 @@ WHERE r.id = taken.id
 RETURNING r.id, r.tenant_id, r.role_name, r.body::text AS body, r.fingerprint, r.requested_at,
           taken.retaken;
 
--- name: sql_workflow_request_end
-UPDATE sql_workflow_requests
-SET state = CASE WHEN :workflow_id::uuid IS NULL THEN 'refused' ELSE 'made' END,
-    workflow_id = :workflow_id::uuid, problem = :problem::jsonb, ended_at = now(),
+-- name: sql_workflow_requests_end
+UPDATE sql_workflow_requests r
+SET state = CASE WHEN e.workflow_id IS NULL THEN 'refused' ELSE 'made' END,
+    workflow_id = e.workflow_id, problem = e.problem::jsonb, ended_at = now(),
     taken_until = NULL
-WHERE id = :id::uuid AND state = 'pending';
+FROM unnest(:ids::uuid[], :workflow_ids::uuid[], :problems::text[])
+     AS e (id, workflow_id, problem)
+WHERE r.id = e.id AND r.state = 'pending';
 
 -- name: sql_workflow_requests_sweep
 DELETE FROM sql_workflow_requests
