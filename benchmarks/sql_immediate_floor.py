@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import time
 
 import asyncpg
 
-from duetime.bench.runs import ADMIN_URL, as_role, machine, percentile
+from duetime.bench.runs import as_role, machine, percentile, scratch_database
 from duetime.lifecycle.lease import LeaseHub
 from duetime.store.postgres.backend import PostgresStore
 from duetime.types import ClaimRequest, NewTask, TargetType
@@ -35,13 +34,12 @@ def _figures(name: str, ms: list[float]) -> str:
 
 
 async def main(samples: int) -> None:
-    base = ADMIN_URL.rpartition("/")[0]
-    db = f"dt_sql_floor_{secrets.token_hex(4)}"
-    role = f"dt_sql_floor_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(ADMIN_URL)
-    await admin.execute(f'CREATE DATABASE "{db}"')
-    await admin.execute(f"CREATE ROLE {role} LOGIN")
-    store = PostgresStore(f"{base}/{db}")
+    async with scratch_database("dt_sql_floor") as (url, role):
+        await _measure(url, role, samples)
+
+
+async def _measure(url: str, role: str, samples: int) -> None:
+    store = PostgresStore(url)
     try:
         await store.open()
         await store.migrate()
@@ -61,7 +59,7 @@ async def main(samples: int) -> None:
             claims.append((time.perf_counter() - t0) * 1000)
 
         await store.sql_grant(tenant, role, max_payload_bytes=65536)
-        producer = await asyncpg.connect(as_role(f"{base}/{db}", role))
+        producer = await asyncpg.connect(as_role(url, role))
         hub = LeaseHub(store)
 
         async def stays() -> bool:
@@ -87,9 +85,6 @@ async def main(samples: int) -> None:
         print(_figures(f"producer's commit -> a waiting long poll's lease ({samples})", leases))
     finally:
         await store.close()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        await admin.execute(f"DROP ROLE IF EXISTS {role}")
-        await admin.close()
 
 
 if __name__ == "__main__":

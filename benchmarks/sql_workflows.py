@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import time
 
 import asyncpg
@@ -29,7 +28,7 @@ import orjson
 
 from duetime.api.app import create_app
 from duetime.api.sql_intake import WorkflowIntake
-from duetime.bench.runs import ADMIN_URL, as_role, machine, percentile
+from duetime.bench.runs import as_role, machine, percentile, scratch_database
 from duetime.clock import SystemClock
 from duetime.config import Settings
 from duetime.store.postgres.backend import PostgresStore
@@ -61,13 +60,12 @@ async def _made(reader: asyncpg.Connection, request_id: object) -> None:
 
 
 async def main(samples: int, burst: int) -> None:
-    base = ADMIN_URL.rpartition("/")[0]
-    db = f"dt_sql_wf_{secrets.token_hex(4)}"
-    role = f"dt_sql_wf_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(ADMIN_URL)
-    await admin.execute(f'CREATE DATABASE "{db}"')
-    await admin.execute(f"CREATE ROLE {role} LOGIN")
-    store = PostgresStore(f"{base}/{db}")
+    async with scratch_database("dt_sql_wf") as (url, role):
+        await _measure(url, role, samples, burst)
+
+
+async def _measure(url: str, role: str, samples: int, burst: int) -> None:
+    store = PostgresStore(url)
     try:
         await store.open()
         await store.migrate()
@@ -81,8 +79,8 @@ async def main(samples: int, burst: int) -> None:
             tenant = made.json()["id"]
             api.headers["Authorization"] = f"Bearer {made.json()['api_key']}"
             await store.sql_grant(tenant, role, max_payload_bytes=262144)
-            producer = await asyncpg.connect(as_role(f"{base}/{db}", role))
-            reader = await asyncpg.connect(as_role(f"{base}/{db}", role))
+            producer = await asyncpg.connect(as_role(url, role))
+            reader = await asyncpg.connect(as_role(url, role))
             intake = WorkflowIntake(store, app.state.services.creator, SystemClock())
             running = asyncio.ensure_future(intake.run())
             body = orjson.dumps(BODY).decode()
@@ -124,9 +122,6 @@ async def main(samples: int, burst: int) -> None:
         )
     finally:
         await store.close()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        await admin.execute(f"DROP ROLE IF EXISTS {role}")
-        await admin.close()
 
 
 if __name__ == "__main__":

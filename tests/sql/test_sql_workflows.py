@@ -258,3 +258,27 @@ async def test_ended_requests_are_swept_after_a_day(
     assert await store.sql_workflow_requests_sweep(86_400.0, 100) == 1
     with pytest.raises(asyncpg.NoDataFoundError):
         await _state(conn, made["id"])
+
+
+async def test_concurrent_callers_of_one_key_get_one_request(
+    store: PostgresStore, node: FastAPI, granted: Any, roles: Roles
+) -> None:
+    conn, _, client, tenant = granted
+    role = await roles.make()
+    await store.sql_grant(tenant, role, max_payload_bytes=MAX_PAYLOAD_BYTES)
+    second = await roles.connect(role)
+    body = {**CHAIN, "idempotency_key": "race"}
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        first = await _request(conn, body)
+        racing = asyncio.ensure_future(_request(second, body))
+        await asyncio.sleep(0.2)
+        assert not racing.done()  # waits on the first caller's key
+        await tx.commit()
+        raced = await asyncio.wait_for(racing, 10)
+    finally:
+        await second.close()
+    assert first["created"] and (raced["id"], raced["created"]) == (first["id"], False)
+    assert await _intake(node, store).run_once() == 1
+    assert len((await client.get("/v1/workflows")).json()["items"]) == 1

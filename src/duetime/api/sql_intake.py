@@ -4,8 +4,8 @@
 the body of ``POST /v1/workflows`` as a request in the caller's own transaction; it exists only
 if that transaction commits, and its ``NOTIFY`` wakes the nodes then. :class:`WorkflowIntake`
 takes pending requests (``FOR UPDATE SKIP LOCKED``, held for a while, so two nodes never take
-one at once) and makes each exactly as the route does — the same body model, the same
-:func:`~duetime.lifecycle.workflow.create_workflow` with the node's creator (its target checks,
+one at once) and makes each exactly as the route does — the same body model, the route's own
+:func:`~duetime.api.routes.workflows.make_workflow` with the node's creator (its target checks,
 the private-address guard, quotas) — under the request's id, attributed to ``sql:<role>``. A
 request the route would refuse is recorded as refused with the RFC 9457 problem the route would
 have answered; one made records its workflow.
@@ -27,13 +27,14 @@ from fastapi.exceptions import RequestValidationError
 from duetime import metrics
 from duetime.api.deps import validated
 from duetime.api.problems import Problem, error_problem, validation_problem
-from duetime.api.workflow_schemas import WorkflowCreate, nodes_of
+from duetime.api.routes.workflows import make_workflow
+from duetime.api.workflow_schemas import WorkflowCreate
 from duetime.clock import Clock
 from duetime.engine.service import Service
 from duetime.errors import DuetimeError, StoreUnavailable
 from duetime.history.actor import acting_as
 from duetime.lifecycle.create import Creator
-from duetime.lifecycle.workflow import CreateWorkflowStore, create_workflow
+from duetime.lifecycle.workflow import CreateWorkflowStore
 from duetime.store.protocols import RequestEnd, SqlRequestStore
 from duetime.types import SqlWorkflowRequest
 
@@ -141,16 +142,12 @@ class WorkflowIntake(Service):
             made = await self._store.workflow_get(request.tenant_id, request.id)
             if made is not None:
                 return made.workflow.id  # made before the node that took it stopped
-        nodes = nodes_of(body)
         with acting_as(f"sql:{request.role_name}"):
-            view, _ = await create_workflow(
+            view, _ = await make_workflow(
                 self._creator,
                 self._store,
                 request.tenant_id,
-                nodes,
-                name=body.name,
-                labels=body.labels,
-                idempotency_key=body.idempotency_key,
+                body,
                 fingerprint=request.fingerprint,
                 workflow_id=request.id,
             )

@@ -9,7 +9,7 @@ import os
 import platform
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -182,6 +182,24 @@ def as_role(url: str, role: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
+@contextlib.asynccontextmanager
+async def scratch_database(prefix: str) -> AsyncIterator[tuple[str, str]]:
+    """A fresh database on :data:`ADMIN_URL`'s server and a new login role, for one benchmark:
+    ``(url, role)``, both named after ``prefix`` and dropped on leaving."""
+    base = ADMIN_URL.rpartition("/")[0]
+    db = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    role = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin = await pg_connect(ADMIN_URL)
+    try:
+        await admin.execute(f'CREATE DATABASE "{db}"')
+        await admin.execute(f"CREATE ROLE {role} LOGIN")
+        yield f"{base}/{db}", role
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        await admin.execute(f"DROP ROLE IF EXISTS {role}")
+        await admin.close()
 
 
 def sql_value(url: str, sql: str) -> object:

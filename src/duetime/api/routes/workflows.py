@@ -29,8 +29,9 @@ from duetime.api.workflow_schemas import (
 )
 from duetime.errors import NotFound
 from duetime.history.actor import acting_as
+from duetime.lifecycle.create import Creator
 from duetime.lifecycle.waits import MAX_WAIT_SECONDS, EndWatch
-from duetime.lifecycle.workflow import create_workflow, spawn
+from duetime.lifecycle.workflow import CreateWorkflowStore, create_workflow, spawn
 from duetime.types import WorkflowView
 
 router = APIRouter(
@@ -84,18 +85,33 @@ async def create(request: Request, call: TenantCall) -> Response:
     names no node is a 422 naming the node (``nodes.<i>.depends_on``)."""
     raw = await read_body(request, services(request).batch_body_limit)
     body = validated(raw, WorkflowCreate)
-    nodes = nodes_of(body)
-    made, created = await create_workflow(
-        call.creator,
-        call.store,
-        call.tenant_id,
-        nodes,
+    made, created = await make_workflow(call.creator, call.store, call.tenant_id, body)
+    return render.json_response(workflow_render.workflow(made), 201 if created else 200)
+
+
+async def make_workflow(
+    creator: Creator,
+    store: CreateWorkflowStore,
+    tenant_id: str,
+    body: WorkflowCreate,
+    *,
+    fingerprint: str | None = None,
+    workflow_id: str | None = None,
+) -> tuple[WorkflowView, bool]:
+    """What ``POST /v1/workflows`` does with a valid ``body``, for the route and for the SQL
+    API's workflow requests (:mod:`duetime.api.sql_intake`, which names the workflow's id and
+    its own fingerprint)."""
+    return await create_workflow(
+        creator,
+        store,
+        tenant_id,
+        nodes_of(body),
         name=body.name,
         labels=body.labels,
         idempotency_key=body.idempotency_key,
-        fingerprint=body.fingerprint(),
+        fingerprint=fingerprint or body.fingerprint(),
+        workflow_id=workflow_id,
     )
-    return render.json_response(workflow_render.workflow(made), 201 if created else 200)
 
 
 @router.get(

@@ -96,6 +96,29 @@ BEGIN
     RETURN had;
 END $$;
 
+-- The workflow or pending request an idempotency key of :tenant names (NULL: none), refused
+-- with 23505 when it was requested through create_workflow_v1 with another body (fingerprint).
+CREATE FUNCTION sql_api_workflow_repeat(tenant text, key text, print text)
+RETURNS uuid LANGUAGE plpgsql AS $$
+DECLARE
+    found_id uuid;
+    found_print text;
+BEGIN
+    SELECT w.id, w.request_hash INTO found_id, found_print
+    FROM workflows w WHERE w.tenant_id = tenant AND w.idempotency_key = key;
+    IF found_id IS NULL THEN
+        SELECT r.id, r.fingerprint INTO found_id, found_print
+        FROM sql_workflow_requests r
+        WHERE r.tenant_id = tenant AND r.idempotency_key = key AND r.state <> 'refused';
+    END IF;
+    IF found_print LIKE 'sql:%' AND found_print <> print THEN
+        PERFORM sql_api_fail('idempotency_key', format(
+            'idempotency_key %L was used for workflow %s with a different request; '
+            'repeat that request exactly, or use another key', key, found_id), '23505');
+    END IF;
+    RETURN found_id;
+END $$;
+
 -- The request of a workflow (the body of POST /v1/workflows, a JSON object), made by a node
 -- after the caller's transaction commits; returns its id, which is the workflow's id once made,
 -- and whether this call made the request. An idempotency_key met before answers that workflow
@@ -110,7 +133,6 @@ DECLARE
     key text;
     print text;
     found_id uuid;
-    found_print text;
     waiting bigint;
     new_id uuid;
 BEGIN
@@ -129,19 +151,8 @@ BEGIN
     print := 'sql:' || md5(workflow::text);
     IF jsonb_typeof(workflow -> 'idempotency_key') = 'string' THEN
         key := workflow ->> 'idempotency_key';
-        SELECT w.id, w.request_hash INTO found_id, found_print
-        FROM workflows w WHERE w.tenant_id = tenant AND w.idempotency_key = key;
-        IF found_id IS NULL THEN
-            SELECT r.id, r.fingerprint INTO found_id, found_print
-            FROM sql_workflow_requests r
-            WHERE r.tenant_id = tenant AND r.idempotency_key = key AND r.state <> 'refused';
-        END IF;
+        found_id := sql_api_workflow_repeat(tenant, key, print);
         IF found_id IS NOT NULL THEN
-            IF found_print LIKE 'sql:%' AND found_print <> print THEN
-                PERFORM sql_api_fail('idempotency_key', format(
-                    'idempotency_key %L was used for workflow %s with a different request; '
-                    'repeat that request exactly, or use another key', key, found_id), '23505');
-            END IF;
             RETURN ROW(found_id, false)::workflow_requested_v1;
         END IF;
     END IF;
@@ -166,15 +177,7 @@ BEGIN
         WHERE idempotency_key IS NOT NULL AND state <> 'refused' DO NOTHING;
     IF NOT FOUND THEN
         -- A concurrent call with the same key committed first (this one waited for it).
-        SELECT r.id, r.fingerprint INTO found_id, found_print
-        FROM sql_workflow_requests r
-        WHERE r.tenant_id = tenant AND r.idempotency_key = key AND r.state <> 'refused';
-        IF found_print <> print THEN
-            PERFORM sql_api_fail('idempotency_key', format(
-                'idempotency_key %L was used for workflow %s with a different request; '
-                'repeat that request exactly, or use another key', key, found_id), '23505');
-        END IF;
-        RETURN ROW(found_id, false)::workflow_requested_v1;
+        RETURN ROW(sql_api_workflow_repeat(tenant, key, print), false)::workflow_requested_v1;
     END IF;
     PERFORM pg_notify(current_schema() || '_requests', 'sql');
     RETURN ROW(new_id, true)::workflow_requested_v1;
@@ -224,5 +227,6 @@ BEGIN
     END LOOP;
 END $$;
 REVOKE EXECUTE ON FUNCTION sql_api_functions() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_workflow_repeat(text, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_grant(text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_revoke(text) FROM PUBLIC;
