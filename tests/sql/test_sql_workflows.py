@@ -15,7 +15,9 @@ import pytest
 from fastapi import FastAPI
 from sql_helpers import MAX_PAYLOAD_BYTES, Roles
 
+from duetime.api.routes.workflows import make_workflow
 from duetime.api.sql_intake import WorkflowIntake
+from duetime.api.workflow_schemas import WorkflowCreate
 from duetime.clock import SystemClock
 from duetime.errors import StoreUnavailable
 from duetime.store.postgres.backend import PostgresStore
@@ -282,3 +284,20 @@ async def test_concurrent_callers_of_one_key_get_one_request(
     assert first["created"] and (raced["id"], raced["created"]) == (first["id"], False)
     assert await _intake(node, store).run_once() == 1
     assert len((await client.get("/v1/workflows")).json()["items"]) == 1
+
+
+async def test_a_node_losing_the_race_to_another_records_the_other_ones_workflow(
+    store: PostgresStore, node: FastAPI, granted: Any
+) -> None:
+    conn, _, client, _ = granted
+    made = await _request(conn, CHAIN)
+    body = WorkflowCreate.model_validate(CHAIN)
+    # Another node (whose hold ran out while it worked) made the workflow under the request's
+    # id and has not recorded it yet; this node takes the request as if never taken.
+    other, _ = await make_workflow(
+        node.state.services.creator, store, granted[3], body, workflow_id=str(made["id"])
+    )
+    assert await _intake(node, store).run_once() == 1
+    state = await _state(conn, made["id"])
+    assert state["state"] == "made" and state["workflow_id"] == made["id"]
+    assert len((await client.get("/v1/tasks")).json()["items"]) == len(other.nodes) == 3

@@ -12,7 +12,8 @@ have answered; one made records its workflow.
 
 A crash between making the workflow and recording it leaves the request pending; the node that
 takes it again finds the workflow by its id (or by its idempotency key) instead of making a
-second. Ended requests are kept for :data:`KEEP_SECONDS`, for ``workflow_request_v1`` to tell.
+second, and so does a node whose make lost the race to another's (the workflow's id is unique).
+Ended requests are kept for :data:`KEEP_SECONDS`, for ``workflow_request_v1`` to tell.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ from duetime.api.routes.workflows import make_workflow
 from duetime.api.workflow_schemas import WorkflowCreate
 from duetime.clock import Clock
 from duetime.engine.service import Service
-from duetime.errors import DuetimeError, StoreUnavailable
+from duetime.errors import Conflict, DuetimeError, StoreUnavailable
 from duetime.history.actor import acting_as
 from duetime.lifecycle.create import Creator
 from duetime.lifecycle.workflow import CreateWorkflowStore
 from duetime.store.protocols import RequestEnd, SqlRequestStore
-from duetime.types import SqlWorkflowRequest
+from duetime.types import SqlWorkflowRequest, WorkflowView
 
 log = logging.getLogger("duetime.sql")
 
@@ -143,12 +144,25 @@ class WorkflowIntake(Service):
             if made is not None:
                 return made.workflow.id  # made before the node that took it stopped
         with acting_as(f"sql:{request.role_name}"):
-            view, _ = await make_workflow(
-                self._creator,
-                self._store,
-                request.tenant_id,
-                body,
-                fingerprint=request.fingerprint,
-                workflow_id=request.id,
-            )
+            try:
+                view, _ = await self._make_workflow(request, body)
+            except Conflict:
+                # Another node made it meanwhile (its hold ran out while it worked), or a
+                # create with the same idempotency key committed first: either now answers.
+                made = await self._store.workflow_get(request.tenant_id, request.id)
+                if made is not None:
+                    return made.workflow.id
+                view, _ = await self._make_workflow(request, body)
         return view.workflow.id
+
+    async def _make_workflow(
+        self, request: SqlWorkflowRequest, body: WorkflowCreate
+    ) -> tuple[WorkflowView, bool]:
+        return await make_workflow(
+            self._creator,
+            self._store,
+            request.tenant_id,
+            body,
+            fingerprint=request.fingerprint,
+            workflow_id=request.id,
+        )
