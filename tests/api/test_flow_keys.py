@@ -195,3 +195,39 @@ async def test_a_schedules_trigger_and_backfill_key_their_tasks(
     assert ids
     for task_id in ids:
         assert (await api.get(f"/v1/tasks/{task_id}")).json()["flow_key"] == "c9"
+
+
+async def test_workflow_nodes_spawned_children_and_followed_tasks_take_their_keys(
+    api: httpx.AsyncClient,
+) -> None:
+    """Tasks made by the graph create (a workflow's nodes, a handler's children, a task with
+    callbacks) take their keys under their queue's keyed limits as a plain create does."""
+    await put(api, "k", key_limit={"key": "payload.customer", "rate": "5/s"})
+    await put(api, "c", key_limit={"key": "labels.tenant", "max_concurrency": 1})
+    made = await api.post(
+        "/v1/workflows",
+        json={"defaults": {"target": WORKER}, "nodes": [
+            {"ref": "a", "queue": "k", "payload": {"customer": "c1"}},
+            {"ref": "b", "queue": "c", "labels": {"tenant": "t1"}, "depends_on": ["a"]},
+            {"ref": "plain", "payload": {"customer": "c2"}},
+        ]},
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    nodes = {n["ref"]: n["task_id"] for n in made.json()["nodes"]}
+    a = (await api.get(f"/v1/tasks/{nodes['a']}")).json()
+    b = (await api.get(f"/v1/tasks/{nodes['b']}")).json()
+    plain = (await api.get(f"/v1/tasks/{nodes['plain']}")).json()
+    assert a["flow_key"] == "c1" and a["concurrency_key"] is None
+    assert b["concurrency_key"] == "t1" and b["flow_key"] is None
+    assert plain["flow_key"] is None and plain["concurrency_key"] is None
+    followed = await post(api, queue="k", payload={"customer": "c3"}, on_success={"target": WORKER})
+    assert followed.status_code == 201, followed.text
+    assert followed.json()["flow_key"] == "c3"
+    (held,) = await lease(api, "k", max_tasks=1)
+    spawned = await api.post(
+        f"/v1/leases/{held['lease_id']}/children",
+        json={"tasks": [{"target": WORKER, "queue": "k", "payload": {"customer": "c4"}}]},
+    )
+    assert spawned.status_code == 201, spawned.text
+    (child,) = spawned.json()["items"]
+    assert (await api.get(f"/v1/tasks/{child['id']}")).json()["flow_key"] == "c4"

@@ -11,6 +11,10 @@ and its tasks list like any. The same ``idempotency_key`` again with the same re
 existing workflow; with another request a ``Conflict`` — unless either was made through the SQL
 API, whose fingerprint cannot be compared with the HTTP API's (then the existing workflow).
 
+Nodes and children take their keys under their queues' keyed limits, as any create does
+(:class:`~duetime.lifecycle.flow.FlowGate`, keys only: the graph create keeps no flow ledger, so no
+uniqueness window, debounce or throttle applies to them).
+
 **Children at run time** (:func:`spawn`): the task held under a current lease makes children,
 fenced by that lease (a lease not current is ``StaleLease``). Each child's idempotency key is
 ``duetime.spawn/<parent id>/<call key>/<index>``, whatever the attempt: the handler run again
@@ -30,7 +34,13 @@ from duetime.errors import Conflict, StaleLease
 from duetime.graph import order
 from duetime.ids import new_id, new_ids
 from duetime.lifecycle.create import SQL_FINGERPRINT, Creator, TaskSpec
-from duetime.store.protocols import FollowStore, LeaseStore, StoreClock, WorkflowStore
+from duetime.store.protocols import (
+    FollowStore,
+    LeaseStore,
+    QueueStore,
+    StoreClock,
+    WorkflowStore,
+)
 from duetime.types import Follow, NewTask, NewWorkflow, TaskCreated, WorkflowView
 
 WORKFLOW_LABEL = "duetime.workflow"
@@ -46,7 +56,7 @@ class WorkflowNode(TaskSpec, Protocol):
     def ref(self) -> str: ...
 
 
-class CreateWorkflowStore(WorkflowStore, StoreClock, Protocol):
+class CreateWorkflowStore(WorkflowStore, QueueStore, StoreClock, Protocol):
     """What a workflow create uses of the store."""
 
 
@@ -96,7 +106,7 @@ async def create_workflow(
             )
         )
     await creator.quotas.admit_tasks(tenant_id, len(tasks))
-    made, created = await store.workflow_create(workflow, ids, tasks)
+    made, created = await store.workflow_create(workflow, ids, await _keyed(creator, store, tasks))
     if not created and not _same_request(made.workflow.request_hash, workflow.request_hash):
         raise Conflict(
             f"idempotency_key {idempotency_key!r} was used for workflow {made.workflow.id} "
@@ -115,7 +125,7 @@ def _same_request(made: str | None, asked: str | None) -> bool:
     return any(p is not None and p.startswith(SQL_FINGERPRINT) for p in (made, asked))
 
 
-class SpawnStore(FollowStore, LeaseStore, StoreClock, Protocol):
+class SpawnStore(FollowStore, LeaseStore, QueueStore, StoreClock, Protocol):
     """What a spawn uses of the store."""
 
 
@@ -151,4 +161,12 @@ async def spawn(
             )
         )
     await creator.quotas.admit_tasks(tenant_id, len(tasks))
-    return await store.task_create_graph(new_ids(len(tasks)), tasks)
+    return await store.task_create_graph(new_ids(len(tasks)), await _keyed(creator, store, tasks))
+
+
+async def _keyed(creator: Creator, store: QueueStore, tasks: list[NewTask]) -> list[NewTask]:
+    """``tasks`` (of one tenant) with their keys under their queues' keyed limits, as any
+    create takes them; no uniqueness, debounce or throttle applies to a graph's tasks."""
+    if creator.flows is None or not tasks:
+        return tasks
+    return list(await creator.flows.apply(store, tasks[0].tenant_id, tasks, asks=False))

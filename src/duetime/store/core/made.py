@@ -41,7 +41,7 @@ def task_row(
         "concurrency_key": new.concurrency_key, "labels": Json(dict(new.labels)),
         "run_at": new.run_at, "last_error": DEPENDENCY_FAILED if dead else None,
         "traceparent": new.traceparent, "request_hash": new.request_hash,
-        "payload_ref": new.payload_ref,
+        "payload_ref": new.payload_ref, "flow_key": new.flow_key,
     }  # fmt: skip
 
 

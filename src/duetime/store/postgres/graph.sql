@@ -10,7 +10,7 @@ INSERT INTO tasks AS t (
     idempotency_key, priority, retry, timeout_seconds, depends_on, pending_parents,
     has_dependents, concurrency_key, labels, attempts, series_start, run_at, due_at,
     created_at, updated_at, finished_at, last_error, cancel_requested, traceparent,
-    request_hash, payload_ref)
+    request_hash, payload_ref, flow_key)
 SELECT
     i.id, i.tenant_id, i.name, i.queue, i.status, 1, i.target_type, i.target::jsonb, i.payload,
     i.idempotency_key, i.priority, i.retry::jsonb, i.timeout_seconds,
@@ -18,17 +18,18 @@ SELECT
     i.has_dependents, i.concurrency_key, i.labels::jsonb, 0, 0, coalesce(i.run_at, c.now),
     coalesce(i.run_at, c.now), c.now, c.now,
     CASE WHEN i.status IN ('failed', 'cancelled') THEN c.now END, i.last_error, false,
-    i.traceparent, i.request_hash, i.payload_ref
+    i.traceparent, i.request_hash, i.payload_ref, i.flow_key
 FROM unnest(
     :id::uuid[], :tenant_id::text[], :name::text[], :queue::text[], :status::text[],
     :target_type::text[], :target::text[], :payload::text[], :idempotency_key::text[],
     :priority::integer[], :retry::text[], :timeout_seconds::double precision[],
     :depends_on::text[], :pending_parents::integer[], :has_dependents::boolean[],
     :concurrency_key::text[], :labels::text[], :run_at::timestamptz[], :last_error::text[],
-    :traceparent::text[], :request_hash::text[], :payload_ref::text[]
+    :traceparent::text[], :request_hash::text[], :payload_ref::text[], :flow_key::text[]
 ) AS i (id, tenant_id, name, queue, status, target_type, target, payload, idempotency_key,
         priority, retry, timeout_seconds, depends_on, pending_parents, has_dependents,
-        concurrency_key, labels, run_at, last_error, traceparent, request_hash, payload_ref)
+        concurrency_key, labels, run_at, last_error, traceparent, request_hash, payload_ref,
+        flow_key)
 CROSS JOIN (SELECT coalesce(:now::timestamptz, now()) AS now) AS c
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING t.id;

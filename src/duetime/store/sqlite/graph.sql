@@ -8,14 +8,14 @@ INSERT INTO tasks (
     idempotency_key, priority, retry, timeout_seconds, depends_on, pending_parents,
     has_dependents, concurrency_key, labels, attempts, series_start, run_at, due_at,
     created_at, updated_at, finished_at, last_error, cancel_requested, traceparent,
-    request_hash, payload_ref
+    request_hash, payload_ref, flow_key
 ) VALUES (
     :id, :tenant_id, :name, :queue, :status, 1, :target_type, :target, :payload,
     :idempotency_key, :priority, :retry, :timeout_seconds, :depends_on, :pending_parents,
     :has_dependents, :concurrency_key, :labels, 0, 0, coalesce(:run_at, :now),
     coalesce(:run_at, :now), :now, :now,
     CASE WHEN :status IN ('failed', 'cancelled') THEN :now END, :last_error, 0, :traceparent,
-    :request_hash, :payload_ref
+    :request_hash, :payload_ref, :flow_key
 )
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id;
