@@ -301,3 +301,29 @@ async def test_a_node_losing_the_race_to_another_records_the_other_ones_workflow
     state = await _state(conn, made["id"])
     assert state["state"] == "made" and state["workflow_id"] == made["id"]
     assert len((await client.get("/v1/tasks")).json()["items"]) == len(other.nodes) == 3
+
+
+async def test_a_refusal_is_the_tenants_notification_event_when_it_asked(
+    store: PostgresStore, node: FastAPI, granted: Any, pg_url: str
+) -> None:
+    conn, _, client, _ = granted
+    asked = await client.put(
+        "/v1/tenant/notifications",
+        json={
+            "events": ["workflow.request_refused"],
+            "target": {"type": "http", "url": "http://127.0.0.1:9/notify"},
+        },
+    )
+    assert asked.status_code == 200, asked.text
+    await _request(conn, CHAIN)
+    refused = await _request(conn, REFUSED[1])
+    assert await _intake(node, store).run_once() == 2
+    owner = await pg_connect(pg_url)
+    try:  # the refusal's event only, written with the refusal
+        (row,) = await owner.fetch("SELECT type, item::text AS item FROM notification_events")
+    finally:
+        await owner.close()
+    item = orjson.loads(row["item"])
+    assert row["type"] == "workflow.request_refused"
+    assert item["request_id"] == str(refused["id"])
+    assert item["status"] == 422 and item["field"] == "nodes.0.depends_on"

@@ -13,7 +13,8 @@ One body shape for one event and for a digest, so a receiver has a single thing 
 :data:`MAX_ITEMS` of them (``items_omitted`` the rest); ``digest`` is true when ``count > 1``.
 ``schedule.tick_missed`` items are ``{"schedule_id", "missed"}``; ``target.circuit_opened`` items
 are ``{"origin", "failures", "cooldown_seconds", "open_until"}``; ``tenant.quota_reached`` items
-are ``{"limit", "detail"}``. ``id`` is stable: every delivery of one notification carries it (it
+are ``{"limit", "detail"}``; ``workflow.request_refused`` items are ``{"request_id", "status",
+"field", "detail"}``. ``id`` is stable: every delivery of one notification carries it (it
 is the first event's id), and each event is in exactly one notification.
 """
 
@@ -29,6 +30,7 @@ TASK_DEAD_LETTERED = outbox.DEAD_LETTERED
 SCHEDULE_TICK_MISSED = outbox.TICK_MISSED
 CIRCUIT_OPENED = outbox.CIRCUIT_OPENED
 QUOTA_REACHED = outbox.QUOTA_REACHED
+REQUEST_REFUSED = outbox.REQUEST_REFUSED
 EVENT_TYPES = outbox.EVENT_TYPES
 """Event types a tenant may ask for."""
 

@@ -30,7 +30,11 @@ router = APIRouter(
 )
 
 EventType = Literal[
-    "task.dead_lettered", "schedule.tick_missed", "target.circuit_opened", "tenant.quota_reached"
+    "task.dead_lettered",
+    "schedule.tick_missed",
+    "target.circuit_opened",
+    "tenant.quota_reached",
+    "workflow.request_refused",
 ]
 assert set(EventType.__args__) == set(EVENT_TYPES)  # type: ignore[attr-defined]
 

@@ -6,6 +6,8 @@ only for a tenant that asked for its type:
   by both stores' completions);
 - ``target.circuit_opened``: a circuit recorded open (``circuit_put``);
 - ``schedule.tick_missed``: a schedule advance that records missed ticks;
+- ``workflow.request_refused``: a node recording a workflow requested through the SQL API as
+  refused (PostgreSQL's ``sql_workflow_requests_end``);
 - any other (``tenant.quota_reached``): :func:`event_record`, in a transaction of its own.
 
 The notifier (:mod:`duetime.engine.notifier`, on the leader) calls :func:`notifications_send`:
@@ -48,7 +50,8 @@ DEAD_LETTERED = "task.dead_lettered"
 TICK_MISSED = "schedule.tick_missed"
 CIRCUIT_OPENED = "target.circuit_opened"
 QUOTA_REACHED = "tenant.quota_reached"
-EVENT_TYPES = (DEAD_LETTERED, TICK_MISSED, CIRCUIT_OPENED, QUOTA_REACHED)
+REQUEST_REFUSED = "workflow.request_refused"
+EVENT_TYPES = (DEAD_LETTERED, TICK_MISSED, CIRCUIT_OPENED, QUOTA_REACHED, REQUEST_REFUSED)
 """Every event type (``duetime.notify.events`` names them to tenants; the statements of
 ``outbox.sql`` spell the first two)."""
 

@@ -7,7 +7,8 @@ tenant recorded; the store's ``max_payload_bytes`` is written for the functions 
 against. Run by the store's own role (it owns every object, so it may grant on them).
 
 Workflows requested through ``create_workflow_v1`` (migration ``0031_sql_api_workflows``) are
-taken, ended and swept here (:class:`~duetime.store.protocols.SqlRequestStore`) for the node that
+taken, ended (a refusal is the tenant's ``workflow.request_refused`` event, in the same
+transaction) and swept here (:class:`~duetime.store.protocols.SqlRequestStore`) for the node that
 makes them (:class:`duetime.api.sql_intake.WorkflowIntake`).
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import orjson
 
 from duetime.errors import NotFound, ValidationError
+from duetime.store.core.outbox import REQUEST_REFUSED, event_record
 from duetime.store.core.plan import Decode, Plan, Row, all_, count, execute, value
 from duetime.store.core.runner import Runs
 from duetime.store.protocols import RequestEnd
@@ -63,14 +65,30 @@ def sql_workflow_requests_take(limit: int, hold_seconds: float) -> Plan[list[Sql
     return [request for request, _ in sorted(taken, key=lambda t: (t[1], t[0].id))]
 
 
+def _ended(r: Row, d: type[Decode]) -> tuple[str, str, str, str | None]:
+    problem = r["problem"]
+    return d.ident(r["id"]), str(r["tenant_id"]), str(r["state"]), problem
+
+
 def sql_workflow_requests_end(ended: Sequence[RequestEnd]) -> Plan[int]:
-    done: int = yield count(
+    done: list[tuple[str, str, str, str | None]] = yield all_(
         "sql_workflow_requests_end",
+        _ended,
         ids=[request_id for request_id, _, _ in ended],
         workflow_ids=[workflow_id for _, workflow_id, _ in ended],
         problems=[None if p is None else orjson.dumps(p).decode() for _, _, p in ended],
     )
-    return done
+    for request_id, tenant_id, state, problem in done:
+        if state == "refused" and problem is not None:  # the tenant's notification, if asked
+            found = orjson.loads(problem)
+            item = {
+                "request_id": request_id,
+                "status": found.get("status"),
+                "field": found.get("field"),
+                "detail": found.get("detail"),
+            }
+            yield from event_record(tenant_id, REQUEST_REFUSED, item)
+    return len(done)
 
 
 def sql_workflow_requests_sweep(older_than_seconds: float, limit: int) -> Plan[int]:

@@ -36,7 +36,8 @@ SET state = CASE WHEN e.workflow_id IS NULL THEN 'refused' ELSE 'made' END,
     taken_until = NULL
 FROM unnest(:ids::uuid[], :workflow_ids::uuid[], :problems::text[])
      AS e (id, workflow_id, problem)
-WHERE r.id = e.id AND r.state = 'pending';
+WHERE r.id = e.id AND r.state = 'pending'
+RETURNING r.id, r.tenant_id, r.state, r.problem::text AS problem;
 
 -- name: sql_workflow_requests_sweep
 DELETE FROM sql_workflow_requests
