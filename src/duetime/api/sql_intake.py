@@ -101,9 +101,16 @@ class WorkflowIntake(Service):
                 raise outage.exceptions[0] from None
             ended = [task.result() for task in made]
             await self._store.sql_workflow_requests_end(ended)
-            for _, workflow_id, _ in ended:
+            for request_id, workflow_id, problem in ended:
                 outcome = "made" if workflow_id is not None else "refused"
                 metrics.child(metrics.SQL_WORKFLOW_REQUESTS, outcome).inc()
+                if problem is not None:
+                    log.info(
+                        "sql-intake: workflow request %s refused: %s",
+                        request_id,
+                        problem["detail"],
+                        extra={"event": "sql_workflow_refused", "request_id": request_id},
+                    )
         if not taken and self._clock.monotonic() - self._swept_at >= _SWEEP_EVERY_SECONDS:
             await self._store.sql_workflow_requests_sweep(KEEP_SECONDS, 1000)
             self._swept_at = self._clock.monotonic()
