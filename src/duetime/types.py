@@ -1154,12 +1154,10 @@ class NotificationEvent:
 class SqlWorkflowRequest:
     """A workflow requested through the SQL API (``create_workflow_v1``), taken by a node to
     make: its id (the workflow's, once made), the tenant and login role that asked, the body of
-    ``POST /v1/workflows`` as JSON text, the fingerprint SQL gave it (``sql:`` and an md5), and
-    whether a node took it before (and may have made its workflow before it stopped)."""
+    ``POST /v1/workflows`` as JSON text, and the fingerprint SQL gave it (``sql:`` and an md5)."""
 
     id: str
     tenant_id: str
     role_name: str
     body: str
     fingerprint: str
-    retaken: bool = False

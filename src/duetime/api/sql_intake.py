@@ -19,7 +19,6 @@ Ended requests are kept for :data:`KEEP_SECONDS`, for ``workflow_request_v1`` to
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Protocol
 
@@ -117,18 +116,8 @@ class WorkflowIntake(Service):
         return len(taken)
 
     async def wait(self, did: int) -> None:
-        if did >= self._batch:
-            return  # more may be waiting
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait(
-                [stop, asyncio.ensure_future(self._store.requests_signal.wait(self._interval))],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            stop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await stop
+        if did < self._batch:  # else more may be waiting
+            await self._store.requests_signal.wait(self._interval)
 
     async def _make(self, request: SqlWorkflowRequest) -> RequestEnd:
         """Make the request's workflow: its outcome, to record."""
@@ -146,19 +135,21 @@ class WorkflowIntake(Service):
 
     async def _create(self, request: SqlWorkflowRequest) -> str:
         body = validated(request.body.encode(), WorkflowCreate)
-        if request.retaken:
-            made = await self._store.workflow_get(request.tenant_id, request.id)
-            if made is not None:
-                return made.workflow.id  # made before the node that took it stopped
         with acting_as(f"sql:{request.role_name}"):
             try:
                 view, _ = await self._make_workflow(request, body)
-            except Conflict:
-                # Another node made it meanwhile (its hold ran out while it worked), or a
-                # create with the same idempotency key committed first: either now answers.
+            except StoreUnavailable:
+                raise
+            except DuetimeError as exc:
+                # A workflow under the request's id was made by a node that stopped before it
+                # recorded the request, or by one whose hold ran out while it worked: it is
+                # this request's, whatever refused this make (its id taken, a quota since).
                 made = await self._store.workflow_get(request.tenant_id, request.id)
                 if made is not None:
                     return made.workflow.id
+                if not isinstance(exc, Conflict):
+                    raise
+                # A create with the same idempotency key committed first: it answers now.
                 view, _ = await self._make_workflow(request, body)
         return view.workflow.id
 

@@ -53,7 +53,6 @@ def _request(r: Row, d: type[Decode]) -> tuple[SqlWorkflowRequest, Any]:
         role_name=str(r["role_name"]),
         body=str(r["body"]),
         fingerprint=str(r["fingerprint"]),
-        retaken=d.flag(r["retaken"]),
     )
     return found, r["requested_at"]
 
@@ -65,27 +64,27 @@ def sql_workflow_requests_take(limit: int, hold_seconds: float) -> Plan[list[Sql
     return [request for request, _ in sorted(taken, key=lambda t: (t[1], t[0].id))]
 
 
-def _ended(r: Row, d: type[Decode]) -> tuple[str, str, str, str | None]:
-    problem = r["problem"]
-    return d.ident(r["id"]), str(r["tenant_id"]), str(r["state"]), problem
+def _ended(r: Row, d: type[Decode]) -> tuple[str, str]:
+    return d.ident(r["id"]), str(r["tenant_id"])
 
 
 def sql_workflow_requests_end(ended: Sequence[RequestEnd]) -> Plan[int]:
-    done: list[tuple[str, str, str, str | None]] = yield all_(
+    done: list[tuple[str, str]] = yield all_(
         "sql_workflow_requests_end",
         _ended,
         ids=[request_id for request_id, _, _ in ended],
         workflow_ids=[workflow_id for _, workflow_id, _ in ended],
         problems=[None if p is None else orjson.dumps(p).decode() for _, _, p in ended],
     )
-    for request_id, tenant_id, state, problem in done:
-        if state == "refused" and problem is not None:  # the tenant's notification, if asked
-            found = orjson.loads(problem)
+    problems = {request_id: p for request_id, _, p in ended if p is not None}
+    for request_id, tenant_id in done:
+        problem = problems.get(request_id)
+        if problem is not None:  # refused: the tenant's notification, if it asked
             item = {
                 "request_id": request_id,
-                "status": found.get("status"),
-                "field": found.get("field"),
-                "detail": found.get("detail"),
+                "status": problem.get("status"),
+                "field": problem.get("field"),
+                "detail": problem.get("detail"),
             }
             yield from event_record(tenant_id, REQUEST_REFUSED, item)
     return len(done)

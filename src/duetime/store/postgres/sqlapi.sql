@@ -16,18 +16,15 @@ SELECT role_name, tenant_id FROM sql_producers ORDER BY role_name;
 -- Workflows requested through the SQL API (migration 0031), taken by a node to make.
 
 -- name: sql_workflow_requests_take
-WITH taken AS (
-    SELECT w.id, w.taken_until IS NOT NULL AS retaken FROM sql_workflow_requests w
+UPDATE sql_workflow_requests r
+SET taken_until = now() + make_interval(secs => :hold_seconds)
+WHERE r.id IN (
+    SELECT w.id FROM sql_workflow_requests w
     WHERE w.state = 'pending' AND (w.taken_until IS NULL OR w.taken_until < now())
     ORDER BY w.requested_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED)
-UPDATE sql_workflow_requests r
-SET taken_until = now() + make_interval(secs => :hold_seconds)
-FROM taken
-WHERE r.id = taken.id
-RETURNING r.id, r.tenant_id, r.role_name, r.body::text AS body, r.fingerprint, r.requested_at,
-          taken.retaken;
+RETURNING r.id, r.tenant_id, r.role_name, r.body::text AS body, r.fingerprint, r.requested_at;
 
 -- name: sql_workflow_requests_end
 UPDATE sql_workflow_requests r
@@ -37,7 +34,7 @@ SET state = CASE WHEN e.workflow_id IS NULL THEN 'refused' ELSE 'made' END,
 FROM unnest(:ids::uuid[], :workflow_ids::uuid[], :problems::text[])
      AS e (id, workflow_id, problem)
 WHERE r.id = e.id AND r.state = 'pending'
-RETURNING r.id, r.tenant_id, r.state, r.problem::text AS problem;
+RETURNING r.id, r.tenant_id;
 
 -- name: sql_workflow_requests_sweep
 DELETE FROM sql_workflow_requests

@@ -131,6 +131,7 @@ RETURNS workflow_requested_v1 LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
     tenant text;
     key text;
+    written text := workflow::text;
     print text;
     found_id uuid;
     waiting bigint;
@@ -144,11 +145,10 @@ BEGIN
         PERFORM sql_api_fail('body', 'must be a JSON object: the body of POST /v1/workflows');
     END IF;
     -- POST /v1/workflows reads at most 64 MiB (duetime.api.app.BATCH_BODY_LIMIT_BYTES).
-    IF octet_length(workflow::text) > 67108864
-       AND sql_api_compact_size(workflow) > 67108864 THEN
+    IF octet_length(written) > 67108864 AND sql_api_compact_size(workflow) > 67108864 THEN
         PERFORM sql_api_fail('body', 'is over the 67108864-byte limit of a workflow', '54000');
     END IF;
-    print := 'sql:' || md5(workflow::text);
+    print := 'sql:' || md5(written);
     IF jsonb_typeof(workflow -> 'idempotency_key') = 'string' THEN
         key := workflow ->> 'idempotency_key';
         found_id := sql_api_workflow_repeat(tenant, key, print);
