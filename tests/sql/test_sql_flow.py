@@ -1,10 +1,12 @@
 """The SQL API under a queue's keyed flow rules (docs/flow-control.md "Creates through the SQL
-API"): a keyed limit takes the task's own concurrency key as its key, exactly as an HTTP create of
-the same task; a rule only a node can apply (a key expression to evaluate, a uniqueness window, a
-debounce, a throttle) refuses the create, naming the field, and creates nothing."""
+API"): SQL evaluates a rule's key expression to the key an HTTP create of the same task gets, or
+refuses a value it cannot write as the node does; a uniqueness window answers across both paths
+and under racing creators; a debounce or a throttle refuses the create, naming the field, and
+creates nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,7 +22,6 @@ from duetime.types import TaskFilter
 
 WORKER = {"type": "worker"}
 RULES: dict[str, dict[str, Any]] = {
-    "unique": {"key": "payload.order", "period": "PT1H"},
     "debounce": {"key": "labels.user", "period": "PT5S", "max_wait": "PT1M"},
     "throttle": {"key": "name", "rate": "2/s"},
 }
@@ -103,7 +104,8 @@ async def test_a_keyed_rate_limit_takes_the_tasks_own_key_as_http_does(
     client, _ = api
     await put_queue(client, "keyed", key_limit={"key": "payload.customer", "rate": "10/s"})
     one = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => 'keyed', concurrency_key => 'c-1')"
+        "SELECT * FROM duetime.create_task_v1(queue => 'keyed', concurrency_key => 'c-1', "
+        'payload => \'{"customer": "other"}\')'
     )
     assert one is not None and one["created"]
     rows = await batch(
@@ -115,13 +117,260 @@ async def test_a_keyed_rate_limit_takes_the_tasks_own_key_as_http_does(
     assert over_http.status_code == 201, over_http.text
     ids = [str(one["id"]), str(rows[0]["id"]), str(rows[1]["id"]), over_http.json()["id"]]
     assert await flow_keys(pg_url, ids) == ["c-1", "c-2", None, "c-1"]
-    # Without a concurrency key the key is an expression on the payload, which SQL leaves to
-    # the node: refused, naming the field that would make it creatable here.
+
+
+LONG = "é" * 150  # 300 bytes of UTF-8: stored as its digest
+KEYED_TASKS: list[tuple[Any, dict[str, Any]]] = [
+    ("payload.customer", {"payload": {"customer": "c-1"}}),
+    ("payload.customer", {"payload": {"customer": 42}}),
+    ("payload.customer", {"payload": {"customer": -7}}),
+    ("payload.customer", {"payload": {"customer": True}}),
+    ("payload.customer", {"payload": {"customer": None}}),
+    ("payload.customer", {"payload": {"customer": ""}}),
+    ("payload.customer", {"payload": {"other": 1}}),
+    ("payload.customer", {"payload": ["customer"]}),
+    ("payload.customer", {"payload": "customer"}),
+    ("payload.customer", {"payload": {"customer": LONG}}),
+    ("payload.a.b", {"payload": {"a": {"b": "deep", "c": 1}}}),
+    ("payload.a.b", {"payload": {"a": ["b"]}}),
+    ("payload", {"payload": "whole"}),
+    ("payload", {"payload": 12}),
+    ("name", {"name": "sync-1"}),
+    ("name", {}),
+    ("labels.team", {"labels": {"team": "blue"}}),
+    ("labels.team", {"labels": {"other": "x"}}),
+    (
+        ["payload.s", "payload.customer", "labels.team"],
+        {"payload": {"s": 'q"uote\\ /\n\t\u0001\u007f é', "customer": 5}},
+    ),
+    (["name", "payload.flag"], {"payload": {"flag": False}}),
+    (["name", "payload.flag"], {}),
+    (["payload.customer", "payload.x"], {"payload": {"customer": LONG, "x": "y"}}),
+]
+
+
+@pytest.mark.parametrize(("expression", "task"), KEYED_TASKS)
+async def test_sql_evaluates_a_key_expression_to_the_key_an_http_create_gets(
+    pg_url: str,
+    api: tuple[httpx.AsyncClient, str],
+    sql: asyncpg.Connection,
+    expression: Any,
+    task: dict[str, Any],
+) -> None:
+    client, _ = api
+    await put_queue(client, "keyed", key_limit={"key": expression, "rate": "10/s"})
+    item = {"queue": "keyed", **task}
+    over_http = await client.post("/v1/tasks", json={"target": WORKER, **item})
+    assert over_http.status_code == 201, over_http.text
+    rows = await batch(sql, [item])
+    one = await sql.fetchrow(
+        "SELECT * FROM duetime.create_task_v1(queue => 'keyed', name => $1, payload => $2::jsonb,"
+        " labels => $3::jsonb)",
+        task.get("name"),
+        json.dumps(task.get("payload")),
+        json.dumps(task.get("labels", {})),
+    )
+    assert one is not None
+    http_key, *sql_keys = await flow_keys(
+        pg_url, [over_http.json()["id"], str(rows[0]["id"]), str(one["id"])]
+    )
+    assert sql_keys == [http_key, http_key]
+
+
+@pytest.mark.parametrize(
+    ("payload", "kind"),
+    [
+        ({"customer": 1.5}, "a number with a fraction"),
+        ({"customer": {"id": 1}}, "an object"),
+        ({"customer": [1]}, "an array"),
+    ],
+)
+async def test_a_key_value_sql_cannot_write_as_the_node_refuses_the_create(
+    store: PostgresStore,
+    api: tuple[httpx.AsyncClient, str],
+    sql: asyncpg.Connection,
+    payload: dict[str, Any],
+    kind: str,
+) -> None:
+    client, tenant = api
+    await put_queue(client, "keyed", key_limit={"key": "payload.customer", "max_concurrency": 1})
     with pytest.raises(asyncpg.InvalidParameterValueError) as caught:
-        await batch(sql, [{"queue": "keyed", "concurrency_key": "c-3"},
-                          {"queue": "keyed", "payload": {"customer": "c-4"}}])  # fmt: skip
-    assert caught.value.column_name == "tasks.1.concurrency_key"
-    assert "payload.customer" in str(caught.value)
+        await batch(sql, [{"queue": "keyed", "payload": {"customer": "c"}},
+                          {"queue": "keyed", "payload": payload}])  # fmt: skip
+    assert caught.value.column_name == "tasks.1.payload"
+    assert f"whose value here is {kind}" in str(caught.value)
+    assert "create this task over HTTP" in str(caught.value)
+    assert await store.task_list(TaskFilter(tenant_id=tenant)) == []
+    # A task that gives its own concurrency key needs no expression.
+    row = await sql.fetchrow(
+        "SELECT * FROM duetime.create_task_v1(queue => 'keyed', payload => $1::jsonb, "
+        "concurrency_key => 'own')",
+        json.dumps(payload),
+    )
+    assert row is not None and row["created"]
+
+
+async def test_per_key_concurrency_gives_the_evaluated_key_as_the_concurrency_key(
+    store: PostgresStore, api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, tenant = api
+    await put_queue(client, "per-key", key_limit={"key": "payload.customer", "max_concurrency": 1})
+    rows = await batch(sql, [{"queue": "per-key", "payload": {"customer": "c-9"}}])
+    over_http = await client.post(
+        "/v1/tasks", json={"target": WORKER, "queue": "per-key", "payload": {"customer": "c-9"}}
+    )
+    by_sql = await store.task_get(tenant, str(rows[0]["id"]))
+    by_http = await store.task_get(tenant, over_http.json()["id"])
+    assert by_sql is not None and by_http is not None
+    assert by_sql.concurrency_key == by_http.concurrency_key == "c-9"
+
+
+UNIQUE = {"key": "payload.order", "period": "PT1H"}
+
+
+async def create(sql: asyncpg.Connection, queue: str, payload: Any) -> asyncpg.Record:
+    row = await sql.fetchrow(
+        "SELECT * FROM duetime.create_task_v1(queue => $1, payload => $2::jsonb)",
+        queue,
+        json.dumps(payload),
+    )
+    assert row is not None
+    return row
+
+
+async def test_a_uniqueness_window_answers_with_its_task_on_both_paths(
+    store: PostgresStore, api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, tenant = api
+    await put_queue(client, "once", unique=UNIQUE)
+    first = await create(sql, "once", {"order": 7})
+    assert first["created"] and first["status"] == "ready"
+    again = await create(sql, "once", {"order": 7, "note": "other fields"})
+    assert (again["id"], again["created"], again["status"]) == (first["id"], False, "ready")
+    # The node's create reads the same ledger: answered with the SQL-made task.
+    over_http = await client.post(
+        "/v1/tasks", json={"target": WORKER, "queue": "once", "payload": {"order": 7}}
+    )
+    assert over_http.status_code == 200, over_http.text
+    assert over_http.headers["Duetime-Unique"] == "existing"
+    assert over_http.json()["id"] == str(first["id"])
+    # And the other way round: a window taken over HTTP answers a SQL create.
+    taken = await client.post(
+        "/v1/tasks", json={"target": WORKER, "queue": "once", "payload": {"order": 8}}
+    )
+    assert taken.status_code == 201, taken.text
+    answered = await create(sql, "once", {"order": 8})
+    assert (str(answered["id"]), answered["created"]) == (taken.json()["id"], False)
+    # A batch: a later item with an earlier one's key is that task; another key is made; a
+    # task without the key is made outside any window.
+    rows = await batch(
+        sql,
+        [{"queue": "once", "payload": {"order": 9}}, {"queue": "once", "payload": {"order": 9}},
+         {"queue": "once", "payload": {"order": 7}}, {"queue": "once", "payload": {"x": 1}}],
+    )  # fmt: skip
+    assert [r["created"] for r in rows] == [True, False, False, True]
+    assert rows[1]["id"] == rows[0]["id"] and rows[1]["status"] == "ready"
+    assert rows[2]["id"] == first["id"]
+    made = await store.task_list(TaskFilter(tenant_id=tenant))
+    assert len(made) == 4
+    # A cancelled task frees its key (the default states): the next create makes a task.
+    cancelled = await sql.fetchval("SELECT duetime.cancel_task_v1($1)", str(first["id"]))
+    assert cancelled is not None
+    fresh = await create(sql, "once", {"order": 7})
+    assert fresh["created"] and fresh["id"] != first["id"]
+
+
+async def test_a_window_is_taken_only_if_the_callers_transaction_commits(
+    api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, _ = api
+    await put_queue(client, "once", unique=UNIQUE)
+    tx = sql.transaction()
+    await tx.start()
+    rolled_back = await create(sql, "once", {"order": 1})
+    await tx.rollback()
+    made = await create(sql, "once", {"order": 1})
+    assert made["created"] and made["id"] != rolled_back["id"]
+
+
+async def test_a_repeated_idempotency_key_is_answered_before_the_window(
+    api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, _ = api
+    await put_queue(client, "once", unique=UNIQUE)
+    keyed = await sql.fetchrow(
+        "SELECT * FROM duetime.create_task_v1(queue => 'once', payload => '{\"order\": 1}', "
+        "idempotency_key => 'k-1')"
+    )
+    windowed = await create(sql, "once", {"order": 2})
+    # The same idempotency key with another order: its own task, whatever window order 2 holds.
+    repeat = await sql.fetchrow(
+        "SELECT * FROM duetime.create_task_v1(queue => 'once', payload => '{\"order\": 1}', "
+        "idempotency_key => 'k-1')"
+    )
+    assert keyed is not None and repeat is not None
+    assert (repeat["id"], repeat["created"]) == (keyed["id"], False)
+    assert windowed["id"] != keyed["id"]
+
+
+async def test_a_window_whose_task_left_the_hot_store_answers_its_id_or_refuses_a_batch(
+    pg_url: str, api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, _ = api
+    await put_queue(client, "once", unique=UNIQUE)
+    first = await create(sql, "once", {"order": 3})
+    admin = await pg_connect(pg_url)
+    try:  # retention's delete of a finished task, in short
+        await admin.execute("DELETE FROM tasks WHERE id = $1", first["id"])
+    finally:
+        await admin.close()
+    retired = await create(sql, "once", {"order": 3})
+    assert tuple(retired) == (first["id"], False, None, None)
+    with pytest.raises(asyncpg.UniqueViolationError) as caught:
+        await batch(sql, [{"queue": "once", "payload": {"order": 4}},
+                          {"queue": "once", "payload": {"order": 3}}])  # fmt: skip
+    assert caught.value.column_name == "tasks.1.queue"
+    assert f"held by task {first['id']}" in str(caught.value)
+
+
+async def test_racing_creators_of_one_key_on_both_paths_make_one_task(
+    store: PostgresStore,
+    api: tuple[httpx.AsyncClient, str],
+    sql: asyncpg.Connection,
+    roles: Roles,
+) -> None:
+    client, tenant = api
+    await put_queue(client, "once", unique=UNIQUE)
+    role = await roles.make()
+    await store.sql_grant(tenant, role, max_payload_bytes=MAX_PAYLOAD_BYTES)
+    conns = [await roles.connect(role) for _ in range(25)]
+    try:
+        start = asyncio.Event()
+
+        async def by_sql(conn: asyncpg.Connection) -> tuple[str, bool]:
+            await start.wait()
+            row = await create(conn, "once", {"order": 99})
+            return str(row["id"]), bool(row["created"])
+
+        async def by_http() -> tuple[str, bool]:
+            await start.wait()
+            resp = await client.post(
+                "/v1/tasks", json={"target": WORKER, "queue": "once", "payload": {"order": 99}}
+            )
+            assert resp.status_code in (200, 201), resp.text
+            return resp.json()["id"], resp.status_code == 201
+
+        racing = [asyncio.create_task(by_sql(c)) for c in conns]
+        racing += [asyncio.create_task(by_http()) for _ in range(25)]
+        await asyncio.sleep(0.05)
+        start.set()
+        answers = await asyncio.gather(*racing)
+    finally:
+        for conn in conns:
+            await conn.close()
+    assert len({task_id for task_id, _ in answers}) == 1
+    assert sum(created for _, created in answers) == 1
+    assert len(await store.task_list(TaskFilter(tenant_id=tenant))) == 1
 
 
 async def test_a_key_of_the_concurrency_key_itself_needs_no_node(

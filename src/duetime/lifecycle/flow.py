@@ -20,9 +20,9 @@ materializer's, a trigger's, a backfill's) come through here for their keys only
 (``asks=False``): a keyed limit holds for them as for any create, while no uniqueness, debounce
 or throttle applies to them (a schedule makes one task an occurrence); so do the tasks of the
 graph create (a workflow's nodes, spawned children: :mod:`duetime.lifecycle.workflow`), whose
-transaction keeps no flow ledger. The SQL API takes a
-task's own concurrency key as its key and refuses a create that would need a key expression or a
-ledger (migration ``0030_sql_api_flow.sql``, docs/flow-control.md). A task made without a flow
+transaction keeps no flow ledger. The SQL API evaluates the same expressions to the same keys
+and keeps uniqueness windows in the same ledger, and refuses a debounce or a throttle (migration
+``0032_sql_api_keys.sql``, docs/flow-control.md). A task made without a flow
 key (before its queue had a keyed rate limit) gets ``""`` from the leader's flow sweep
 (:func:`duetime.store.core.flow.flow_sweep`).
 """

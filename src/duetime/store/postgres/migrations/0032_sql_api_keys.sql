@@ -1,0 +1,394 @@
+-- The SQL API evaluates the queues' key expressions and keeps their uniqueness windows
+-- (docs/flow-control.md "Creates through the SQL API"), as a node's create does
+-- (duetime.flow.keys, duetime.lifecycle.flow, duetime.store.core.flow):
+--   - sql_api_key evaluates a key expression on a task. A value it cannot write exactly as the
+--     node's canonical JSON does (a number with a fraction or an exponent, an object, an array)
+--     refuses the create with 22023 naming the payload, so no key made here differs from the
+--     key a node makes of the same task;
+--   - a keyed limit takes the task's concurrency_key, else its key expression's value, as its
+--     key (and as its concurrency_key under max_concurrency_per_key);
+--   - a uniqueness window holds its key's flow_ledger row for the create's transaction: a live
+--     window whose task is in one of its states answers with that task (created false), else
+--     the create takes the window;
+--   - a queue with a debounce or a throttle still refuses every SQL create.
+--
+-- Contract, as 0024's: create_task_v1 and create_tasks_v1 keep their signatures and results. A
+-- create a window answers returns (the window's task, false, its status, its run_at); when that
+-- task has left the hot store a single create returns (its id, false, NULL, NULL) and a batch
+-- raises 23505 COLUMN 'tasks.N.queue' (as HTTP's 200 "retired" and 409).
+
+-- The key of task t under the key expression expr (a term or a JSON array of up to four), or
+-- NULL when it has none; field names the payload in a refusal.
+CREATE FUNCTION sql_api_key(expr jsonb, t task_input, field text)
+RETURNS text LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    terms jsonb := CASE WHEN jsonb_typeof(expr) = 'array' THEN expr ELSE jsonb_build_array(expr) END;
+    term text;
+    body jsonb;
+    v jsonb;
+    parts text[] := '{}';
+    present boolean := false;
+    key text;
+BEGIN
+    FOR term IN SELECT value FROM jsonb_array_elements_text(terms) LOOP
+        IF term = 'name' THEN
+            v := to_jsonb(t.name);
+        ELSIF term = 'concurrency_key' THEN
+            v := to_jsonb(t.concurrency_key);
+        ELSIF term LIKE 'labels.%' THEN
+            v := t.labels -> substr(term, 8);
+        ELSE
+            body := coalesce(body, t.payload::jsonb);
+            -- A path's keys are never all digits, so #> never steps into an array.
+            v := CASE WHEN term = 'payload' THEN body
+                      ELSE body #> string_to_array(substr(term, 9), '.') END;
+        END IF;
+        IF v = 'null'::jsonb THEN
+            v := NULL;
+        END IF;
+        IF v IS NOT NULL THEN
+            present := true;
+            IF jsonb_typeof(v) NOT IN ('string', 'boolean')
+               AND NOT (jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]+$') THEN
+                PERFORM sql_api_fail(field, format(
+                    'queue %s keys tasks by %s, whose value here is %s: a key made through SQL '
+                    'takes text, true/false or a whole number; create this task over HTTP',
+                    quote_literal(t.queue), term,
+                    CASE jsonb_typeof(v) WHEN 'number' THEN 'a number with a fraction or an exponent'
+                                         ELSE 'an ' || jsonb_typeof(v) END));
+            END IF;
+        END IF;
+        parts := parts || coalesce(v::text, 'null');
+    END LOOP;
+    IF NOT present THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_array_length(terms) = 1 THEN
+        key := v #>> '{}';
+    ELSE
+        key := '[' || array_to_string(parts, ',') || ']';
+    END IF;
+    IF key = '' THEN
+        RETURN NULL;
+    END IF;
+    IF octet_length(convert_to(key, 'UTF8')) > 200 THEN
+        RETURN 'sha256:' || encode(sha256(convert_to(key, 'UTF8')), 'hex');
+    END IF;
+    RETURN key;
+END $$;
+
+-- :fresh under their queues' keyed rules (keyed), with, per position, the task that answers it
+-- under a uniqueness window (answers; NULL: make it) and the window's key it took (windows:
+-- the create points it at the task that answers should the insert meet an idempotency key).
+-- A refusal names the first task (in order) whose queue has a rule this path cannot apply;
+-- :prefixes is each task's field path prefix ('' for a single create, 'tasks.N.' in a batch).
+DROP FUNCTION sql_api_flow(text, task_input[], text[]);
+CREATE FUNCTION sql_api_flow(
+    tenant text, fresh task_input[], prefixes text[],
+    OUT keyed task_input[], OUT answers uuid[], OUT windows text[])
+LANGUAGE plpgsql AS $$
+DECLARE
+    moment timestamptz := statement_timestamp();
+    rules jsonb := '{}';
+    rule jsonb;
+    windowed jsonb;
+    found_key text;
+    held record;
+    found_task record;
+    earlier integer;
+    i integer;
+BEGIN
+    keyed := fresh;
+    answers := array_fill(NULL::uuid, ARRAY[cardinality(fresh)]);
+    windows := array_fill(NULL::text, ARRAY[cardinality(fresh)]);
+    SELECT coalesce(jsonb_object_agg(q.name, jsonb_build_object(
+               'refuse', CASE WHEN jsonb_typeof(q.flow -> 'debounce') = 'object' THEN 'a debounce'
+                              WHEN jsonb_typeof(q.flow -> 'throttle') = 'object' THEN 'a throttle'
+                         END,
+               'key', CASE WHEN jsonb_typeof(q.flow -> 'key_limit') = 'object'
+                           THEN q.flow -> 'key_limit' -> 'key' END,
+               'per_key', q.max_concurrency_per_key IS NOT NULL,
+               'rate', q.key_rate IS NOT NULL,
+               'unique', CASE WHEN jsonb_typeof(q.flow -> 'unique') = 'object'
+                              THEN q.flow -> 'unique' END)), '{}')
+    INTO rules
+    FROM queues q
+    WHERE q.tenant_id = tenant AND q.flow IS NOT NULL
+      AND q.name = ANY(ARRAY(SELECT DISTINCT f.queue FROM unnest(fresh) AS f));
+    IF rules = '{}' THEN
+        RETURN;
+    END IF;
+    FOR i IN 1 .. cardinality(fresh) LOOP
+        rule := rules -> fresh[i].queue;
+        CONTINUE WHEN rule IS NULL;
+        IF rule ->> 'refuse' IS NOT NULL THEN
+            PERFORM sql_api_fail(prefixes[i] || 'queue', format(
+                'queue %s has %s, which only a node applies: create its tasks over HTTP',
+                quote_literal(fresh[i].queue), rule ->> 'refuse'));
+        END IF;
+        IF jsonb_typeof(rule -> 'key') <> 'null' THEN
+            found_key := coalesce(keyed[i].concurrency_key,
+                            sql_api_key(rule -> 'key', keyed[i], prefixes[i] || 'payload'));
+            IF (rule ->> 'per_key')::boolean AND keyed[i].concurrency_key IS NULL THEN
+                keyed[i].concurrency_key := found_key;
+            END IF;
+            IF (rule ->> 'rate')::boolean THEN
+                keyed[i].flow_key := coalesce(found_key, '');
+            END IF;
+        END IF;
+        windowed := rule -> 'unique';
+        CONTINUE WHEN windowed IS NULL OR jsonb_typeof(windowed) = 'null';
+        found_key := sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload');
+        CONTINUE WHEN found_key IS NULL;
+        -- A repeated idempotency key is answered first, before any window is looked at.
+        CONTINUE WHEN keyed[i].idempotency_key IS NOT NULL AND EXISTS (
+            SELECT 1 FROM tasks t
+            WHERE t.tenant_id = tenant AND t.idempotency_key = keyed[i].idempotency_key);
+        -- The key's row, locked until the caller's transaction ends: a concurrent create of the
+        -- key (here or on a node) waits, then reads what this one left (flow_ledger_hold).
+        INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key)
+        VALUES (tenant, keyed[i].queue, 'unique', found_key)
+        ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
+        RETURNING l.task_id, l.until, l.states INTO held;
+        IF held.until > moment AND held.task_id IS NOT NULL THEN
+            earlier := array_position((SELECT array_agg(f.id) FROM unnest(keyed) AS f),
+                                      held.task_id);
+            IF earlier IS NOT NULL AND earlier < i THEN
+                -- An earlier task of this call took the window; it is made as ready, scheduled
+                -- or blocked.
+                SELECT CASE WHEN cardinality(keyed[earlier].depends_on) > 0 THEN 'blocked'
+                            WHEN coalesce(keyed[earlier].run_at, moment) <= moment THEN 'ready'
+                            ELSE 'scheduled' END AS status
+                INTO found_task;
+            ELSE
+                SELECT t.status INTO found_task FROM tasks t
+                WHERE t.id = held.task_id AND t.tenant_id = tenant;
+                IF NOT FOUND THEN
+                    IF prefixes[i] = '' THEN
+                        answers[i] := held.task_id;
+                        CONTINUE;
+                    END IF;
+                    RAISE EXCEPTION USING
+                        MESSAGE = format('%squeue: unique key %s of queue %s is held by task %s '
+                                         'until %s; that task has left the hot store',
+                                         prefixes[i], quote_literal(found_key),
+                                         quote_literal(keyed[i].queue), held.task_id,
+                                         to_char(held.until AT TIME ZONE 'UTC',
+                                                 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+                        ERRCODE = '23505', COLUMN = prefixes[i] || 'queue';
+                END IF;
+            END IF;
+            IF found_task.status = ANY(held.states) THEN
+                answers[i] := held.task_id;
+                CONTINUE;
+            END IF;
+        END IF;
+        UPDATE flow_ledger SET
+            task_id = keyed[i].id,
+            since = moment,
+            until = moment + make_interval(
+                secs => extract(epoch FROM (windowed ->> 'period')::interval)::double precision),
+            states = ARRAY(SELECT jsonb_array_elements_text(windowed -> 'states'))
+        WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'unique'
+          AND key = found_key;
+        windows[i] := found_key;
+    END LOOP;
+END $$;
+
+-- The windows a create took (windows, by position in made) now name the task that answers
+-- each: the one its idempotency key found when a racing create stored that key meanwhile.
+CREATE FUNCTION sql_api_repoint(tenant text, queues text[], windows text[], made task_created_v1[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    i integer;
+BEGIN
+    FOR i IN 1 .. cardinality(windows) LOOP
+        CONTINUE WHEN windows[i] IS NULL OR made[i].created;
+        UPDATE flow_ledger SET task_id = made[i].id
+        WHERE tenant_id = tenant AND queue = queues[i] AND kind = 'unique' AND key = windows[i];
+    END LOOP;
+END $$;
+
+-- The answer a window gives: its task as it is now, or (id, false, NULL, NULL) when it has
+-- left the hot store.
+CREATE FUNCTION sql_api_answer(tenant text, task_id uuid) RETURNS task_created_v1
+LANGUAGE sql STABLE AS $$
+    SELECT ROW(task_id, false, t.status, t.run_at)::task_created_v1
+    FROM (SELECT 1) AS one
+    LEFT JOIN tasks t ON t.id = task_id AND t.tenant_id = tenant
+$$;
+
+CREATE OR REPLACE FUNCTION create_task_v1(
+    queue text DEFAULT 'default',
+    payload jsonb DEFAULT NULL,
+    name text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL,
+    delay_seconds double precision DEFAULT NULL,
+    idempotency_key text DEFAULT NULL,
+    priority integer DEFAULT 0,
+    timeout_seconds double precision DEFAULT 30,
+    retry jsonb DEFAULT NULL,
+    depends_on text[] DEFAULT '{}',
+    concurrency_key text DEFAULT NULL,
+    labels jsonb DEFAULT '{}',
+    payload_ref text DEFAULT NULL,
+    target jsonb DEFAULT '{"type": "worker"}')
+RETURNS task_created_v1 LANGUAGE plpgsql SECURITY DEFINER AS $$
+#variable_conflict use_variable
+DECLARE
+    tenant text;
+    max_pending bigint;
+    rate double precision;
+    max_bytes integer;
+    actor text := current_setting('duetime.actor', true);
+    task task_input;
+    flowed record;
+    made task_created_v1[];
+BEGIN
+    SELECT p.tenant_id, tn.max_pending_tasks, tn.max_creates_per_second, s.max_payload_bytes
+    INTO tenant, max_pending, rate, max_bytes
+    FROM sql_producers p JOIN tenants tn ON tn.id = p.tenant_id CROSS JOIN sql_api_settings s
+    WHERE p.role_name = session_user;
+    IF tenant IS NULL THEN
+        PERFORM sql_api_refuse_role();
+    END IF;
+    task := sql_api_task('', tenant, max_bytes, 0, name, queue, run_at, delay_seconds,
+                         target, payload, idempotency_key, priority, retry, timeout_seconds,
+                         depends_on, concurrency_key, labels, payload_ref);
+    IF max_pending IS NOT NULL OR rate IS NOT NULL THEN
+        PERFORM sql_api_admit(tenant, max_pending, rate, 1);
+    END IF;
+    SELECT * INTO flowed FROM sql_api_flow(tenant, ARRAY[task], '{""}');
+    IF flowed.answers[1] IS NOT NULL THEN
+        RETURN sql_api_answer(tenant, flowed.answers[1]);
+    END IF;
+    -- The audit trail names the role; the caller's own setting is back on return.
+    PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
+    made := sql_api_store(tenant, flowed.keyed, true, cardinality(task.depends_on) > 0);
+    PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
+    IF flowed.windows[1] IS NOT NULL THEN
+        PERFORM sql_api_repoint(tenant, ARRAY[task.queue], flowed.windows, made);
+    END IF;
+    RETURN made[1];
+END $$;
+
+-- The API: up to 1,000 tasks all or nothing, a JSON array of objects with the HTTP API's task
+-- fields (POST /v1/tasks/batch's "tasks"); one result per item, in order. A repeated
+-- idempotency key in the batch answers the first item's task; an existing one, that task; a
+-- live uniqueness window, its task (an earlier item's when that item took it).
+CREATE OR REPLACE FUNCTION create_tasks_v1(tasks jsonb)
+RETURNS SETOF task_created_v1 LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    tenant text;
+    max_pending bigint;
+    rate double precision;
+    max_bytes integer;
+    actor text := current_setting('duetime.actor', true);
+    n integer;
+    fresh task_input[] := '{}';
+    prefixes text[] := '{}';
+    slots integer[] := '{}';
+    keys jsonb := '{}';
+    parents boolean := false;
+    spec jsonb;
+    task task_input;
+    flowed record;
+    kept task_input[] := '{}';
+    kept_windows text[] := '{}';
+    places integer[] := '{}';
+    stored task_created_v1[];
+    made task_created_v1[] := '{}';
+    answered task_created_v1[] := '{}';
+    at integer;
+    i integer := 0;
+BEGIN
+    SELECT p.tenant_id, tn.max_pending_tasks, tn.max_creates_per_second, s.max_payload_bytes
+    INTO tenant, max_pending, rate, max_bytes
+    FROM sql_producers p JOIN tenants tn ON tn.id = p.tenant_id CROSS JOIN sql_api_settings s
+    WHERE p.role_name = session_user;
+    IF tenant IS NULL THEN
+        PERFORM sql_api_refuse_role();
+    END IF;
+    IF jsonb_typeof(tasks) IS DISTINCT FROM 'array' THEN
+        PERFORM sql_api_fail('tasks', 'must be a JSON array of tasks');
+    END IF;
+    n := jsonb_array_length(tasks);
+    IF n < 1 OR n > 1000 THEN
+        PERFORM sql_api_fail('tasks', 'must hold 1 to 1000 tasks');
+    END IF;
+    FOR spec IN SELECT value FROM jsonb_array_elements(tasks) LOOP
+        task := sql_api_spec('tasks.' || i || '.', tenant, max_bytes, i, spec);
+        IF task.idempotency_key IS NOT NULL AND keys ? task.idempotency_key THEN
+            slots := slots || -(keys ->> task.idempotency_key)::integer;
+        ELSE
+            fresh[cardinality(fresh) + 1] := task;
+            prefixes := prefixes || ('tasks.' || i || '.');
+            slots := slots || cardinality(fresh);
+            parents := parents OR cardinality(task.depends_on) > 0;
+            IF task.idempotency_key IS NOT NULL THEN
+                keys := keys || jsonb_build_object(task.idempotency_key, cardinality(fresh));
+            END IF;
+        END IF;
+        i := i + 1;
+    END LOOP;
+    IF max_pending IS NOT NULL OR rate IS NOT NULL THEN
+        PERFORM sql_api_admit(tenant, max_pending, rate, n);
+    END IF;
+    SELECT * INTO flowed FROM sql_api_flow(tenant, fresh, prefixes);
+    -- What a window answers is not made; the rest is stored, and each of fresh gets its result.
+    FOR i IN 1 .. cardinality(fresh) LOOP
+        IF flowed.answers[i] IS NULL THEN
+            kept[cardinality(kept) + 1] := flowed.keyed[i];
+            kept_windows := kept_windows || flowed.windows[i];
+            places := places || cardinality(kept);
+        ELSE
+            places := places || 0;
+        END IF;
+    END LOOP;
+    PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
+    stored := sql_api_store(tenant, kept, false, parents);
+    PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
+    PERFORM sql_api_repoint(tenant, ARRAY(SELECT k.queue FROM unnest(kept) AS k), kept_windows,
+                            stored);
+    FOR i IN 1 .. cardinality(fresh) LOOP
+        IF places[i] > 0 THEN
+            made[i] := stored[places[i]];
+        ELSE
+            at := array_position((SELECT array_agg(f.id) FROM unnest(fresh) AS f),
+                                 flowed.answers[i]);
+            made[i] := CASE WHEN at IS NOT NULL
+                            THEN ROW(made[at].id, false, made[at].status,
+                                     made[at].run_at)::task_created_v1
+                            ELSE sql_api_answer(tenant, flowed.answers[i]) END;
+        END IF;
+    END LOOP;
+    -- A repeated key answers the task of the item it repeats (slot -k: the k-th of fresh).
+    IF cardinality(fresh) < n THEN
+        FOR i IN 1 .. n LOOP
+            answered[i] := CASE WHEN slots[i] > 0 THEN made[slots[i]]
+                                ELSE ROW(made[-slots[i]].id, false, made[-slots[i]].status,
+                                         made[-slots[i]].run_at)::task_created_v1 END;
+        END LOOP;
+        made := answered;
+    END IF;
+    RETURN QUERY SELECT * FROM unnest(made);
+END $$;
+
+-- CREATE OR REPLACE resets what a function's definition does not state: the API functions'
+-- fixed search path (as 0024_sql_api.sql sets it), and no new function executable by PUBLIC.
+DO $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    FOR fn IN
+        SELECT p.oid::regprocedure FROM pg_proc p
+        WHERE p.pronamespace = current_schema()::regnamespace
+          AND p.proname IN ('create_task_v1', 'create_tasks_v1')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', fn, current_schema());
+    END LOOP;
+END $$;
+REVOKE EXECUTE ON FUNCTION sql_api_key(jsonb, task_input, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_flow(text, task_input[], text[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_repoint(text, text[], text[], task_created_v1[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_answer(text, uuid) FROM PUBLIC;
