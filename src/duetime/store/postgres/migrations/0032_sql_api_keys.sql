@@ -80,7 +80,8 @@ END $$;
 -- :fresh under their queues' keyed rules (keyed), with, per position, the task that answers it
 -- under a uniqueness window (answers; NULL: make it) and the window's key it took (windows:
 -- the create points it at the task that answers should the insert meet an idempotency key).
--- A refusal names the first task (in order) whose queue has a rule this path cannot apply;
+-- Both are NULL when no queue of the call has a keyed rule. A refusal names the first task (in
+-- order) whose queue has a rule this path cannot apply;
 -- :prefixes is each task's field path prefix ('' for a single create, 'tasks.N.' in a batch).
 DROP FUNCTION sql_api_flow(text, task_input[], text[]);
 CREATE FUNCTION sql_api_flow(
@@ -99,8 +100,6 @@ DECLARE
     i integer;
 BEGIN
     keyed := fresh;
-    answers := array_fill(NULL::uuid, ARRAY[cardinality(fresh)]);
-    windows := array_fill(NULL::text, ARRAY[cardinality(fresh)]);
     SELECT coalesce(jsonb_object_agg(q.name, jsonb_build_object(
                'refuse', CASE WHEN jsonb_typeof(q.flow -> 'debounce') = 'object' THEN 'a debounce'
                               WHEN jsonb_typeof(q.flow -> 'throttle') = 'object' THEN 'a throttle'
@@ -116,8 +115,10 @@ BEGIN
     WHERE q.tenant_id = tenant AND q.flow IS NOT NULL
       AND q.name = ANY(ARRAY(SELECT DISTINCT f.queue FROM unnest(fresh) AS f));
     IF rules = '{}' THEN
-        RETURN;
+        RETURN;  -- answers and windows NULL: nothing answered, no window taken
     END IF;
+    answers := array_fill(NULL::uuid, ARRAY[cardinality(fresh)]);
+    windows := array_fill(NULL::text, ARRAY[cardinality(fresh)]);
     FOR i IN 1 .. cardinality(fresh) LOOP
         rule := rules -> fresh[i].queue;
         CONTINUE WHEN rule IS NULL;
@@ -335,33 +336,43 @@ BEGIN
         PERFORM sql_api_admit(tenant, max_pending, rate, n);
     END IF;
     SELECT * INTO flowed FROM sql_api_flow(tenant, fresh, prefixes);
-    -- What a window answers is not made; the rest is stored, and each of fresh gets its result.
-    FOR i IN 1 .. cardinality(fresh) LOOP
-        IF flowed.answers[i] IS NULL THEN
-            kept[cardinality(kept) + 1] := flowed.keyed[i];
-            kept_windows := kept_windows || flowed.windows[i];
-            places := places || cardinality(kept);
-        ELSE
-            places := places || 0;
-        END IF;
-    END LOOP;
     PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
-    stored := sql_api_store(tenant, kept, false, parents);
+    IF coalesce(array_remove(flowed.answers, NULL), '{}') = '{}' THEN
+        made := sql_api_store(tenant, flowed.keyed, false, parents);
+        stored := made;
+        kept := flowed.keyed;
+        kept_windows := flowed.windows;
+    ELSE
+        -- What a window answers is not made; the rest is stored, and each of fresh gets its
+        -- result.
+        FOR i IN 1 .. cardinality(fresh) LOOP
+            IF flowed.answers[i] IS NULL THEN
+                kept[cardinality(kept) + 1] := flowed.keyed[i];
+                kept_windows := kept_windows || flowed.windows[i];
+                places := places || cardinality(kept);
+            ELSE
+                places := places || 0;
+            END IF;
+        END LOOP;
+        stored := sql_api_store(tenant, kept, false, parents);
+        FOR i IN 1 .. cardinality(fresh) LOOP
+            IF places[i] > 0 THEN
+                made[i] := stored[places[i]];
+            ELSE
+                at := array_position((SELECT array_agg(f.id) FROM unnest(fresh) AS f),
+                                     flowed.answers[i]);
+                made[i] := CASE WHEN at IS NOT NULL
+                                THEN ROW(made[at].id, false, made[at].status,
+                                         made[at].run_at)::task_created_v1
+                                ELSE sql_api_answer(tenant, flowed.answers[i]) END;
+            END IF;
+        END LOOP;
+    END IF;
     PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
-    PERFORM sql_api_repoint(tenant, ARRAY(SELECT k.queue FROM unnest(kept) AS k), kept_windows,
-                            stored);
-    FOR i IN 1 .. cardinality(fresh) LOOP
-        IF places[i] > 0 THEN
-            made[i] := stored[places[i]];
-        ELSE
-            at := array_position((SELECT array_agg(f.id) FROM unnest(fresh) AS f),
-                                 flowed.answers[i]);
-            made[i] := CASE WHEN at IS NOT NULL
-                            THEN ROW(made[at].id, false, made[at].status,
-                                     made[at].run_at)::task_created_v1
-                            ELSE sql_api_answer(tenant, flowed.answers[i]) END;
-        END IF;
-    END LOOP;
+    IF coalesce(array_remove(kept_windows, NULL), '{}') <> '{}' THEN
+        PERFORM sql_api_repoint(tenant, ARRAY(SELECT k.queue FROM unnest(kept) AS k),
+                                kept_windows, stored);
+    END IF;
     -- A repeated key answers the task of the item it repeats (slot -k: the k-th of fresh).
     IF cardinality(fresh) < n THEN
         FOR i IN 1 .. n LOOP
