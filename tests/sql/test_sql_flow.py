@@ -385,3 +385,22 @@ async def test_a_key_of_the_concurrency_key_itself_needs_no_node(
     assert over_http.status_code == 201, over_http.text
     ids = [str(rows[0]["id"]), str(rows[1]["id"]), over_http.json()["id"]]
     assert await flow_keys(pg_url, ids) == ["", "k", ""]
+
+
+async def test_a_producer_names_each_tasks_window_key_in_a_label(
+    api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, _ = api
+    await put_queue(client, "deduped", unique={"key": "labels.dedupe", "period": "PT1H"})
+    call = (
+        "SELECT * FROM duetime.create_task_v1(queue => 'deduped', labels => $1::jsonb, "
+        "payload => $2::jsonb)"
+    )
+    first = await sql.fetchrow(call, '{"dedupe": "order-42"}', '{"n": 1}')
+    again = await sql.fetchrow(call, '{"dedupe": "order-42"}', '{"n": 2}')
+    other = await sql.fetchrow(call, '{"dedupe": "order-43"}', '{"n": 3}')
+    unlabelled = [await sql.fetchrow(call, "{}", '{"n": 4}') for _ in range(2)]
+    assert first is not None and again is not None and other is not None
+    assert first["created"] and (again["id"], again["created"]) == (first["id"], False)
+    assert other["created"] and other["id"] != first["id"]
+    assert all(row is not None and row["created"] for row in unlabelled)
