@@ -404,3 +404,108 @@ async def test_a_producer_names_each_tasks_window_key_in_a_label(
     assert first["created"] and (again["id"], again["created"]) == (first["id"], False)
     assert other["created"] and other["id"] != first["id"]
     assert all(row is not None and row["created"] for row in unlabelled)
+
+
+async def own(sql: asyncpg.Connection, unique: Any, **fields: Any) -> asyncpg.Record:
+    """``create_task_v1`` with its own window (``"unique"``, quoted: a reserved word)."""
+    row = await sql.fetchrow(
+        "SELECT * FROM duetime.create_task_v1(queue => $1, name => $2, payload => $3::jsonb, "
+        '"unique" => $4::jsonb)',
+        fields.get("queue", "own"),
+        fields.get("name"),
+        json.dumps(fields.get("payload")),
+        json.dumps(unique),
+    )
+    assert row is not None
+    return row
+
+
+async def test_a_tasks_own_window_answers_on_both_paths_and_replaces_its_queues(
+    api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, _ = api
+    first = await own(sql, {"key": "report-2030-01", "period": "P1D"})
+    again = await own(sql, {"key": "report-2030-01", "period": "P1D"}, payload=1)
+    assert first["created"] and (again["id"], again["created"]) == (first["id"], False)
+    over_http = await client.post(
+        "/v1/tasks",
+        json={"target": WORKER, "queue": "own", "unique": {"key": "report-2030-01",
+                                                            "period": "P1D"}},
+    )  # fmt: skip
+    assert over_http.status_code == 200 and over_http.json()["id"] == str(first["id"])
+    # key_from evaluates on the task; in a batch, an item's own window as over HTTP.
+    by_name = await own(sql, {"key_from": "name", "period": "PT1M"}, name="n-1")
+    rows = await batch(
+        sql,
+        [{"queue": "own", "name": "n-1", "unique": {"key_from": "name", "period": "PT1M"}},
+         {"queue": "own", "name": "n-2", "unique": {"key_from": ["name"], "period": "PT1M",
+                                                     "states": ["ready"]}}],
+    )  # fmt: skip
+    assert [r["created"] for r in rows] == [False, True] and rows[0]["id"] == by_name["id"]
+    # A task's own window replaces its queue's; one without a value leaves the queue's.
+    await put_queue(client, "windowed", unique={"key": "payload.order", "period": "PT1H"})
+    queued = await own(sql, {"key": "mine", "period": "PT1H"}, queue="windowed",
+                       payload={"order": 1})  # fmt: skip
+    other = await create(sql, "windowed", {"order": 1})
+    assert other["created"] and other["id"] != queued["id"]
+    fallback = await own(sql, {"key_from": "labels.none", "period": "PT1H"}, queue="windowed",
+                         payload={"order": 1})  # fmt: skip
+    assert (fallback["id"], fallback["created"]) == (other["id"], False)
+
+
+# A task's own windows the API refuses; True where its words are duetime's rules' (the others are
+# the model's words for a JSON type, length or missing field: the field is the same).
+BAD_OWN: list[tuple[Any, bool]] = [
+    ("x", False),
+    ({"period": "PT1M"}, True),
+    ({"key": "x", "key_from": "name", "period": "PT1M"}, True),
+    ({"key": "", "period": "PT1M"}, False),
+    ({"key": 5, "period": "PT1M"}, False),
+    ({"key": "x"}, False),
+    ({"key": "x", "period": "1h"}, True),
+    ({"key": "x", "period": "PT"}, True),
+    ({"key": "x", "period": "P1DT"}, True),
+    ({"key": "x", "period": "P367D"}, True),
+    ({"key": "x", "period": "PT0.0001S"}, True),
+    ({"key": "x", "period": "PT1M", "states": []}, False),
+    ({"key": "x", "period": "PT1M", "states": ["ready", "done"]}, True),
+    ({"key": "x", "period": "PT1M", "states": "ready"}, False),
+    ({"key": "x", "period": "PT1M", "other": 1}, False),
+    ({"key_from": [], "period": "PT1M"}, True),
+    ({"key_from": ["name", 1], "period": "PT1M"}, True),
+    ({"key_from": "labels.-x", "period": "PT1M"}, True),
+    ({"key_from": "payload.12", "period": "PT1M"}, True),
+    ({"key_from": ["name", "payload.a..b"], "period": "PT1M"}, True),
+    ({"key_from": "queue", "period": "PT1M"}, True),
+    ({"key_from": ["name", "name", "name", "name", "name"], "period": "PT1M"}, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("unique", "same_words"), BAD_OWN, ids=[json.dumps(u)[:50] for u, _ in BAD_OWN]
+)
+async def test_a_tasks_own_window_is_refused_as_over_http(
+    store: PostgresStore,
+    api: tuple[httpx.AsyncClient, str],
+    sql: asyncpg.Connection,
+    unique: Any,
+    same_words: bool,
+) -> None:
+    client, tenant = api
+    over_http = await client.post(
+        "/v1/tasks/batch",
+        json={"tasks": [{"target": WORKER}, {"target": WORKER, "unique": unique}]},
+    )
+    assert over_http.status_code == 422, over_http.text
+    problem = over_http.json()
+    with pytest.raises(asyncpg.InvalidParameterValueError) as caught:
+        await batch(sql, [{}, {"unique": unique}])
+    assert caught.value.column_name == problem["field"]
+    first = problem["errors"][0]
+    if same_words:
+        assert str(caught.value) == f"{first['field']}: {first['detail']}"
+    single = problem["field"].removeprefix("tasks.1.")
+    with pytest.raises(asyncpg.InvalidParameterValueError) as caught:
+        await own(sql, unique)
+    assert caught.value.column_name == single
+    assert await store.task_list(TaskFilter(tenant_id=tenant)) == []

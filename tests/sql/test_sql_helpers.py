@@ -78,16 +78,21 @@ async def test_asyncpg_connection(role_url: str, store: PostgresStore, tenant: s
 
 
 def test_psycopg_connection(role_url: str) -> None:
+    window = {"key": "report-1", "period": "PT1H"}
     with psycopg.connect(role_url) as conn:
         made = sql.create_task(conn, queue="p", payload=[1, 2], depends_on=[])
         many = sql.create_tasks(conn, SPECS[:2])
         conn.rollback()
         again = sql.create_task(conn, queue="p", idempotency_key="kept")
+        # A task's own uniqueness window, one create and one batch item.
+        windowed = sql.create_task(conn, queue="p", unique=window)
+        (answered,) = sql.create_tasks(conn, [{"queue": "p", "unique": window}])
         conn.commit()
         with conn.cursor() as cur:
             cur.execute("SELECT duetime.api_version()")
             assert cur.fetchone() == (1,)
     assert made.created and len(many) == 2 and again.created and again.status == "ready"
+    assert windowed.created and (answered.id, answered.created) == (windowed.id, False)
 
 
 async def test_psycopg_async_connection(role_url: str, store: PostgresStore, tenant: str) -> None:

@@ -4,13 +4,15 @@ else — no table, no internal function, no other tenant, no way round through i
 from __future__ import annotations
 
 import json
+import uuid
 
 import asyncpg
 import pytest
-from sql_helpers import MAX_PAYLOAD_BYTES, Roles
+from sql_helpers import MAX_PAYLOAD_BYTES, Roles, as_role
 
 from duetime.errors import NotFound, ValidationError
 from duetime.store.postgres.backend import PostgresStore
+from duetime.store.sql import migrations
 from duetime.types import TaskFilter
 
 ONE = json.dumps([{"target": {"type": "worker"}}])
@@ -147,3 +149,41 @@ async def test_granting_needs_a_role_and_a_tenant(
     with pytest.raises(NotFound):
         await store.sql_grant("no-such-tenant", role, max_payload_bytes=MAX_PAYLOAD_BYTES)
     assert await store.sql_producers() == []
+
+
+async def test_a_role_granted_before_the_single_create_took_a_window_keeps_it(
+    pg_url: str, roles: Roles
+) -> None:
+    """``create_task_v1`` is made again with its new last argument (migration 0032): a role
+    granted under the earlier signature may call it, old calls and new alike."""
+    name = f"dt_regrant_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(pg_url)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = f"{pg_url.rpartition('/')[0]}/{name}"
+    store = PostgresStore(url)
+    try:
+        store._migrations = {
+            v: s for v, s in migrations("duetime.store.postgres").items() if v < "0032"
+        }
+        await store.open()
+        await store.migrate()
+        tenant = (await store.tenant_create("acme")).id
+        role = await roles.make()
+        await store.sql_grant(tenant, role, max_payload_bytes=MAX_PAYLOAD_BYTES)
+        store._migrations = migrations("duetime.store.postgres")
+        assert await store.migrate() == [v for v in store._migrations if v >= "0032"]
+        conn = await asyncpg.connect(as_role(url, role))
+        try:
+            old_call = await conn.fetchrow("SELECT * FROM duetime.create_task_v1(queue => 'q')")
+            window = '{"key": "k", "period": "PT1H"}'
+            call = "SELECT * FROM duetime.create_task_v1(queue => 'q', \"unique\" => $1::jsonb)"
+            first, again = await conn.fetchrow(call, window), await conn.fetchrow(call, window)
+        finally:
+            await conn.close()
+        assert old_call is not None and old_call["created"]
+        assert first is not None and again is not None
+        assert (again["id"], again["created"]) == (first["id"], False)
+    finally:
+        await store.close()
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()

@@ -83,7 +83,7 @@ __all__ = [
 
 DEFAULT_SCHEMA = "duetime"
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,49}")
-_JSON_FIELDS = frozenset({"payload", "retry", "labels", "target"})
+_JSON_FIELDS = frozenset({"payload", "retry", "labels", "target", "unique"})
 _SPECS = pydantic.TypeAdapter(list[TaskSpec])
 
 
@@ -137,7 +137,7 @@ Placeholder = Callable[[int], str]
 
 def _single_sql(schema: str, args: list[tuple[str, Any, str]], mark: Placeholder) -> str:
     named = ", ".join(
-        f"{name} => CAST({mark(i)} AS {kind})" for i, (name, _, kind) in enumerate(args)
+        f'"{name}" => CAST({mark(i)} AS {kind})' for i, (name, _, kind) in enumerate(args)
     )
     return f"SELECT id, created, status, run_at FROM {schema}.create_task_v1({named})"
 

@@ -13,7 +13,11 @@
 --   - a queue with a debounce or a throttle still refuses every SQL create.
 -- It also builds a batch of plain items in one statement (sql_api_plain, below).
 --
--- Contract, as 0024's: create_task_v1 and create_tasks_v1 keep their signatures and results. A
+-- A task's own window is create_task_v1's new last argument "unique" and a create_tasks_v1
+-- item's "unique", checked as over HTTP (sql_api_unique_rule).
+--
+-- Contract, as 0024's: create_task_v1 and create_tasks_v1 keep their results, and every call of
+-- create_task_v1 made before stays valid (the new argument is last, with a default). A
 -- create a window answers returns (the window's task, false, its status, its run_at); when that
 -- task has left the hot store a single create returns (its id, false, NULL, NULL) and a batch
 -- raises 23505 COLUMN 'tasks.N.queue' (as HTTP's 200 "retired" and 409).
@@ -78,6 +82,130 @@ BEGIN
     RETURN key;
 END $$;
 
+-- A task's own uniqueness window checked as the HTTP API checks it (duetime.flow.rules.unique_rule
+-- with literal, duetime.flow.keys.parse_key; field paths under :field): {"key": the key itself |
+-- "key_from": an expression, "period": an ISO 8601 duration, "states": [...]}. Returned as
+-- {"literal": the key as stored, or "key": the expression, "seconds": the period, "states"}.
+CREATE FUNCTION sql_api_unique_rule(raw jsonb, field text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    name text;
+    terms jsonb;
+    term jsonb;
+    text_term text;
+    where_at text;
+    parts text[];
+    period text;
+    seconds double precision;
+    states text[] := '{}';
+    known text[] := ARRAY['scheduled', 'blocked', 'ready', 'running', 'retrying', 'succeeded',
+                          'failed', 'cancelled'];
+    out jsonb;
+    i integer := 0;
+BEGIN
+    IF jsonb_typeof(raw) <> 'object' THEN
+        PERFORM sql_api_fail(field, 'must be an object');
+    END IF;
+    FOR name IN SELECT jsonb_object_keys(raw) LOOP
+        IF name NOT IN ('key', 'key_from', 'period', 'states') THEN
+            PERFORM sql_api_fail(field || '.' || name, format(
+                'unknown field %s; one of key, key_from, period, states', quote_literal(name)));
+        END IF;
+    END LOOP;
+    IF (raw ? 'key') = (raw ? 'key_from') THEN
+        PERFORM sql_api_fail(field, 'give key (the key itself) or key_from (an expression)');
+    END IF;
+    IF raw ? 'key' THEN
+        IF jsonb_typeof(raw -> 'key') <> 'string'
+           OR char_length(raw ->> 'key') NOT BETWEEN 1 AND 255 THEN
+            PERFORM sql_api_fail(field || '.key', 'a key is text of 1-255 characters');
+        END IF;
+        out := jsonb_build_object('literal', CASE
+            WHEN octet_length(convert_to(raw ->> 'key', 'UTF8')) > 200
+            THEN 'sha256:' || encode(sha256(convert_to(raw ->> 'key', 'UTF8')), 'hex')
+            ELSE raw ->> 'key' END);
+    ELSE
+        terms := CASE WHEN jsonb_typeof(raw -> 'key_from') = 'string'
+                      THEN jsonb_build_array(raw -> 'key_from') ELSE raw -> 'key_from' END;
+        IF jsonb_typeof(terms) <> 'array' OR jsonb_array_length(terms) NOT BETWEEN 1 AND 4 THEN
+            PERFORM sql_api_fail(field || '.key_from',
+                                 'a key is one term or a list of 1 to 4 terms');
+        END IF;
+        FOR term IN SELECT value FROM jsonb_array_elements(terms) LOOP
+            where_at := field || '.key_from'
+                        || CASE WHEN jsonb_typeof(raw -> 'key_from') = 'string' THEN ''
+                                ELSE '.' || i END;
+            IF jsonb_typeof(term) <> 'string' OR char_length(term #>> '{}') NOT BETWEEN 1 AND 300
+            THEN
+                PERFORM sql_api_fail(where_at, 'a key term is text of 1-300 characters');
+            END IF;
+            text_term := term #>> '{}';
+            IF text_term IN ('name', 'concurrency_key', 'payload') THEN
+                NULL;
+            ELSIF text_term LIKE 'labels.%' THEN
+                IF substr(text_term, 8) !~ '^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$' THEN
+                    PERFORM sql_api_fail(where_at, format(
+                        '%s: a label key is 1-63 of A-Z a-z 0-9 . _ / - (starting with a letter '
+                        'or digit)', quote_literal(text_term)));
+                END IF;
+            ELSIF text_term LIKE 'payload.%' THEN
+                parts := string_to_array(substr(text_term, 9), '.');
+                IF EXISTS (SELECT 1 FROM unnest(parts) AS k
+                           WHERE char_length(k) NOT BETWEEN 1 AND 64
+                              OR k !~ '^[A-Za-z0-9_-]*[A-Za-z_-][A-Za-z0-9_-]*$') THEN
+                    PERFORM sql_api_fail(where_at, format(
+                        '%s: a payload path is object keys of A-Z a-z 0-9 _ - (not all digits), '
+                        'joined by dots', quote_literal(text_term)));
+                END IF;
+            ELSE
+                PERFORM sql_api_fail(where_at, format(
+                    '%s is not a key term: use name, concurrency_key, labels.<key>, payload or '
+                    'payload.<path>', quote_literal(text_term)));
+            END IF;
+            i := i + 1;
+        END LOOP;
+        out := jsonb_build_object('key', terms);
+    END IF;
+    IF NOT raw ? 'period' THEN
+        PERFORM sql_api_fail(field || '.period', 'a period is required, e.g. PT1H');
+    END IF;
+    period := CASE WHEN jsonb_typeof(raw -> 'period') = 'string' THEN raw ->> 'period' END;
+    parts := regexp_match(period,
+        '^P(?:([0-9]{1,6})W)?(?:([0-9]{1,6})D)?(?:T(?:([0-9]{1,6})H)?(?:([0-9]{1,6})M)?'
+        '(?:([0-9]{1,9}(?:[.][0-9]{1,6})?)S)?)?$');
+    IF parts IS NULL OR period IN ('P', 'PT') OR period LIKE '%T' THEN
+        PERFORM sql_api_fail(field || '.period', 'an ISO 8601 duration of weeks, days, hours, '
+                             'minutes and seconds, e.g. PT0.5S, PT5M, P1D');
+    END IF;
+    seconds := ((((coalesce(parts[1]::float8, 0) * 7 + coalesce(parts[2]::float8, 0)) * 24
+                  + coalesce(parts[3]::float8, 0)) * 60 + coalesce(parts[4]::float8, 0)) * 60
+                + coalesce(parts[5]::float8, 0));
+    IF NOT seconds BETWEEN 0.001 AND 31622400 THEN
+        PERFORM sql_api_fail(field || '.period', 'must be between PT0.001S and P366D');
+    END IF;
+    IF coalesce(raw -> 'states', 'null') = 'null' THEN
+        states := ARRAY['scheduled', 'blocked', 'ready', 'running', 'retrying', 'succeeded'];
+    ELSIF jsonb_typeof(raw -> 'states') <> 'array' OR raw -> 'states' = '[]' THEN
+        PERFORM sql_api_fail(field || '.states', 'a non-empty list of task statuses');
+    ELSE
+        i := 0;
+        FOR term IN SELECT value FROM jsonb_array_elements(raw -> 'states') LOOP
+            IF jsonb_typeof(term) <> 'string' OR NOT (term #>> '{}') = ANY(known) THEN
+                PERFORM sql_api_fail(field || '.states.' || i, format(
+                    '%s is not a task status; one of %s',
+                    CASE jsonb_typeof(term) WHEN 'string' THEN quote_literal(term #>> '{}')
+                                            WHEN 'boolean' THEN initcap(term::text)
+                                            WHEN 'null' THEN 'None' ELSE term::text END,
+                    array_to_string(known, ', ')));
+            END IF;
+            i := i + 1;
+        END LOOP;
+        states := ARRAY(SELECT k FROM unnest(known) WITH ORDINALITY AS u (k, n)
+                        WHERE raw -> 'states' ? k ORDER BY n);
+    END IF;
+    RETURN out || jsonb_build_object('seconds', seconds, 'states', to_jsonb(states));
+END $$;
+
 -- :fresh under their queues' keyed rules (keyed), with, per position, the task that answers it
 -- under a uniqueness window (answers; NULL: make it) and the window's key it took (windows:
 -- the create points it at the task that answers should the insert meet an idempotency key).
@@ -86,7 +214,7 @@ END $$;
 -- :prefixes is each task's field path prefix ('' for a single create, 'tasks.N.' in a batch).
 DROP FUNCTION sql_api_flow(text, task_input[], text[]);
 CREATE FUNCTION sql_api_flow(
-    tenant text, fresh task_input[], prefixes text[],
+    tenant text, fresh task_input[], prefixes text[], owns jsonb[],
     OUT keyed task_input[], OUT answers uuid[], OUT windows text[])
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -95,6 +223,7 @@ DECLARE
     rule jsonb;
     windowed jsonb;
     found_key text;
+    seconds double precision;
     held record;
     found_task record;
     earlier integer;
@@ -115,14 +244,14 @@ BEGIN
     FROM queues q
     WHERE q.tenant_id = tenant AND q.flow IS NOT NULL
       AND q.name = ANY(ARRAY(SELECT DISTINCT f.queue FROM unnest(fresh) AS f));
-    IF rules = '{}' THEN
+    IF rules = '{}' AND coalesce(array_remove(owns, NULL), '{}') = '{}' THEN
         RETURN;  -- answers and windows NULL: nothing answered, no window taken
     END IF;
     answers := array_fill(NULL::uuid, ARRAY[cardinality(fresh)]);
     windows := array_fill(NULL::text, ARRAY[cardinality(fresh)]);
     FOR i IN 1 .. cardinality(fresh) LOOP
-        rule := rules -> fresh[i].queue;
-        CONTINUE WHEN rule IS NULL;
+        rule := coalesce(rules -> fresh[i].queue, '{}');
+        CONTINUE WHEN rule = '{}' AND owns[i] IS NULL;
         IF rule ->> 'refuse' IS NOT NULL THEN
             PERFORM sql_api_fail(prefixes[i] || 'queue', format(
                 'queue %s has %s, which only a node applies: create its tasks over HTTP',
@@ -138,10 +267,22 @@ BEGIN
                 keyed[i].flow_key := coalesce(found_key, '');
             END IF;
         END IF;
-        windowed := rule -> 'unique';
-        CONTINUE WHEN windowed IS NULL OR jsonb_typeof(windowed) = 'null';
-        found_key := sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload');
-        CONTINUE WHEN found_key IS NULL;
+        -- The task's own window (its key given, or evaluated on the task as given), else the
+        -- queue's; one whose key has no value for the task does not apply.
+        windowed := owns[i];
+        found_key := CASE WHEN windowed IS NOT NULL
+                          THEN coalesce(windowed ->> 'literal',
+                                        sql_api_key(windowed -> 'key', fresh[i],
+                                                    prefixes[i] || 'payload')) END;
+        IF found_key IS NULL THEN
+            windowed := rule -> 'unique';
+            CONTINUE WHEN windowed IS NULL OR jsonb_typeof(windowed) = 'null';
+            found_key := sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload');
+            CONTINUE WHEN found_key IS NULL;
+            seconds := extract(epoch FROM (windowed ->> 'period')::interval);
+        ELSE
+            seconds := (windowed ->> 'seconds')::double precision;
+        END IF;
         -- A repeated idempotency key is answered first, before any window is looked at.
         CONTINUE WHEN keyed[i].idempotency_key IS NOT NULL AND EXISTS (
             SELECT 1 FROM tasks t
@@ -188,8 +329,7 @@ BEGIN
         UPDATE flow_ledger SET
             task_id = keyed[i].id,
             since = moment,
-            until = moment + make_interval(
-                secs => extract(epoch FROM (windowed ->> 'period')::interval)::double precision),
+            until = moment + make_interval(secs => seconds),
             states = ARRAY(SELECT jsonb_array_elements_text(windowed -> 'states'))
         WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'unique'
           AND key = found_key;
@@ -220,7 +360,11 @@ LANGUAGE sql STABLE AS $$
     LEFT JOIN tasks t ON t.id = task_id AND t.tenant_id = tenant
 $$;
 
-CREATE OR REPLACE FUNCTION create_task_v1(
+-- create_task_v1 takes a task's own uniqueness window as "unique" (quoted: a reserved word), its
+-- last argument: a new signature, so the function is made again and granted anew below.
+DROP FUNCTION create_task_v1(text, jsonb, text, timestamptz, double precision, text, integer,
+                             double precision, jsonb, text[], text, jsonb, text, jsonb);
+CREATE FUNCTION create_task_v1(
     queue text DEFAULT 'default',
     payload jsonb DEFAULT NULL,
     name text DEFAULT NULL,
@@ -234,7 +378,8 @@ CREATE OR REPLACE FUNCTION create_task_v1(
     concurrency_key text DEFAULT NULL,
     labels jsonb DEFAULT '{}',
     payload_ref text DEFAULT NULL,
-    target jsonb DEFAULT '{"type": "worker"}')
+    target jsonb DEFAULT '{"type": "worker"}',
+    "unique" jsonb DEFAULT NULL)
 RETURNS task_created_v1 LANGUAGE plpgsql SECURITY DEFINER AS $$
 #variable_conflict use_variable
 DECLARE
@@ -260,7 +405,9 @@ BEGIN
     IF max_pending IS NOT NULL OR rate IS NOT NULL THEN
         PERFORM sql_api_admit(tenant, max_pending, rate, 1);
     END IF;
-    SELECT * INTO flowed FROM sql_api_flow(tenant, ARRAY[task], '{""}');
+    SELECT * INTO flowed FROM sql_api_flow(tenant, ARRAY[task], '{""}', ARRAY[
+        CASE WHEN coalesce(create_task_v1."unique", 'null') <> 'null'
+             THEN sql_api_unique_rule(create_task_v1."unique", 'unique') END]);
     IF flowed.answers[1] IS NOT NULL THEN
         RETURN sql_api_answer(tenant, flowed.answers[1]);
     END IF;
@@ -409,6 +556,7 @@ DECLARE
     n integer;
     fresh task_input[] := '{}';
     prefixes text[] := '{}';
+    owns jsonb[] := '{}';
     slots integer[] := '{}';
     keys jsonb := '{}';
     parents boolean := false;
@@ -444,11 +592,17 @@ BEGIN
     ELSE
         fresh := '{}';
         FOR spec IN SELECT value FROM jsonb_array_elements(tasks) LOOP
-            task := sql_api_spec('tasks.' || i || '.', tenant, max_bytes, i, spec);
+            -- A task's own window ("unique") is checked after its other fields, as over HTTP.
+            task := sql_api_spec('tasks.' || i || '.', tenant, max_bytes, i,
+                                 CASE WHEN jsonb_typeof(spec) = 'object' THEN spec - 'unique'
+                                      ELSE spec END);
             IF task.idempotency_key IS NOT NULL AND keys ? task.idempotency_key THEN
                 slots := slots || -(keys ->> task.idempotency_key)::integer;
             ELSE
                 fresh[cardinality(fresh) + 1] := task;
+                owns := owns || CASE WHEN coalesce(spec -> 'unique', 'null') <> 'null'
+                                     THEN sql_api_unique_rule(spec -> 'unique',
+                                                              'tasks.' || i || '.unique') END;
                 prefixes := prefixes || ('tasks.' || i || '.');
                 slots := slots || cardinality(fresh);
                 parents := parents OR cardinality(task.depends_on) > 0;
@@ -462,7 +616,7 @@ BEGIN
     IF max_pending IS NOT NULL OR rate IS NOT NULL THEN
         PERFORM sql_api_admit(tenant, max_pending, rate, n);
     END IF;
-    SELECT * INTO flowed FROM sql_api_flow(tenant, fresh, prefixes);
+    SELECT * INTO flowed FROM sql_api_flow(tenant, fresh, prefixes, owns);
     PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
     IF coalesce(array_remove(flowed.answers, NULL), '{}') = '{}' THEN
         made := sql_api_store(tenant, flowed.keyed, false, parents);
@@ -517,6 +671,7 @@ END $$;
 DO $$
 DECLARE
     fn regprocedure;
+    grantee text;
 BEGIN
     FOR fn IN
         SELECT p.oid::regprocedure FROM pg_proc p
@@ -525,9 +680,19 @@ BEGIN
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', fn, current_schema());
     END LOOP;
+    fn := 'create_task_v1(text, jsonb, text, timestamptz, double precision, text, integer, '
+          'double precision, jsonb, text[], text, jsonb, text, jsonb, jsonb)'::regprocedure;
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', fn);
+    -- Roles granted before this version keep the single create.
+    FOR grantee IN SELECT role_name FROM sql_producers LOOP
+        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = grantee) THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', fn, grantee);
+        END IF;
+    END LOOP;
 END $$;
 REVOKE EXECUTE ON FUNCTION sql_api_key(jsonb, task_input, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION sql_api_flow(text, task_input[], text[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_flow(text, task_input[], text[], jsonb[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_unique_rule(jsonb, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_repoint(text, text[], text[], task_created_v1[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_answer(text, uuid) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_plain_text(jsonb, integer) FROM PUBLIC;
