@@ -166,6 +166,28 @@ async def test_a_task_handle_defers_inside_a_given_connection(
     assert task.retry.max_attempts == 7 and json.loads(task.payload_json) == {"day": "2026-12-01"}
 
 
+async def test_a_task_handles_uniqueness_window_holds_inside_a_given_connection(
+    role_url: str,
+) -> None:
+    import asyncpg
+
+    worker = Worker("http://127.0.0.1:9", queues=["reports"], api_key="unused")
+
+    @worker.task(unique={"key_from": "payload.day", "period": "P1D"})
+    async def daily_report(job: object) -> None:
+        return None
+
+    conn = await asyncpg.connect(role_url)
+    try:
+        first = await daily_report.defer_in(conn, {"day": "2026-12-01"})
+        again = await daily_report.defer_in(conn, {"day": "2026-12-01"})
+        other = await daily_report.defer_in(conn, {"day": "2026-12-02"})
+    finally:
+        await conn.close()
+    assert first.created and (again.id, again.created) == (first.id, False)
+    assert other.created and other.id != first.id
+
+
 def test_a_malformed_spec_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(errors.ValidationError) as caught:
         sql.create_task(object(), priority="high")  # type: ignore[call-overload]
