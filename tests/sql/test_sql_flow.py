@@ -1,14 +1,15 @@
 """The SQL API under a queue's keyed flow rules (docs/flow-control.md "Creates through the SQL
-API"): SQL evaluates a rule's key expression to the key an HTTP create of the same task gets, or
-refuses a value it cannot write as the node does; a uniqueness window answers across both paths
-and under racing creators; a debounce or a throttle refuses the create, naming the field, and
-creates nothing."""
+API"), as a node's create applies them: SQL evaluates a rule's key expression to the key an HTTP
+create of the same task gets, or refuses a value it cannot write as the node does; uniqueness
+windows (the queue's and a task's own), debounces and throttles keep one ledger with the node's
+creates, across both paths, in a batch and under racing creators."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -18,13 +19,9 @@ from sql_helpers import MAX_PAYLOAD_BYTES, Roles
 
 from duetime.store.postgres.backend import PostgresStore
 from duetime.store.postgres.schema import connect as pg_connect
-from duetime.types import TaskFilter
+from duetime.types import TaskFilter, TaskStatus
 
 WORKER = {"type": "worker"}
-RULES: dict[str, dict[str, Any]] = {
-    "debounce": {"key": "labels.user", "period": "PT5S", "max_wait": "PT1M"},
-    "throttle": {"key": "name", "rate": "2/s"},
-}
 
 
 @pytest.fixture
@@ -65,37 +62,97 @@ async def flow_keys(pg_url: str, ids: list[str]) -> list[str | None]:
     return [found[i] for i in ids]
 
 
-@pytest.mark.parametrize("rule", sorted(RULES))
-async def test_a_rule_only_a_node_applies_refuses_the_create(
-    store: PostgresStore,
-    api: tuple[httpx.AsyncClient, str],
-    sql: asyncpg.Connection,
-    rule: str,
+DEBOUNCE = {"key": "labels.user", "period": "PT1M", "max_wait": "PT10M"}
+
+
+async def test_a_debounce_folds_a_burst_from_both_paths_into_one_run_with_the_last_payload(
+    store: PostgresStore, api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
 ) -> None:
     client, tenant = api
-    await put_queue(client, "ruled", **{rule: RULES[rule]})
-    with pytest.raises(asyncpg.InvalidParameterValueError) as caught:
-        await sql.fetchrow("SELECT * FROM duetime.create_task_v1(queue => 'ruled')")
-    assert caught.value.column_name == "queue"
-    assert str(caught.value).startswith("queue: queue 'ruled' has a ")
-    assert "create its tasks over HTTP" in str(caught.value)
-    # In a batch the item is named, and its neighbours in other queues are not made either.
-    with pytest.raises(asyncpg.InvalidParameterValueError) as caught:
-        await batch(sql, [{"queue": "plain"}, {"queue": "plain"}, {"queue": "ruled"}])
-    assert caught.value.column_name == "tasks.2.queue"
-    assert await store.task_list(TaskFilter(tenant_id=tenant)) == []
-    # The same task over HTTP is made under the rule.
-    made = await client.post(
+    await put_queue(client, "digest", debounce=DEBOUNCE)
+    started = await client.post(
         "/v1/tasks",
-        json={
-            "target": WORKER,
-            "queue": "ruled",
-            "name": "n",
-            "payload": {"order": 1},
-            "labels": {"user": "u"},
-        },
+        json={"target": WORKER, "queue": "digest", "labels": {"user": "u1"}, "payload": 0},
     )
-    assert made.status_code == 201, made.text
+    assert started.status_code == 201, started.text
+    call = (
+        "SELECT * FROM duetime.create_task_v1(queue => 'digest', payload => $1::jsonb, "
+        'labels => \'{"user": "u1"}\')'
+    )
+    rows = [await sql.fetchrow(call, json.dumps(n)) for n in range(1, 1000)]
+    assert all(r is not None and not r["created"] for r in rows)
+    assert {str(r["id"]) for r in rows if r is not None} == {started.json()["id"]}
+    # The node's create reads the burst SQL kept going.
+    last = await client.post(
+        "/v1/tasks",
+        json={"target": WORKER, "queue": "digest", "labels": {"user": "u1"}, "payload": 1000},
+    )
+    assert last.status_code == 200 and last.headers["Duetime-Debounce"] == "absorbed"
+    (task,) = await store.task_list(TaskFilter(tenant_id=tenant))
+    assert task.status == TaskStatus.SCHEDULED and json.loads(task.payload_json) == 1000
+    assert task.absorbed == 1000
+    # Never past max_wait from the burst's first create.
+    assert task.run_at <= task.created_at + timedelta(minutes=10)
+
+
+async def test_a_batch_folds_its_own_burst_and_counts_what_it_absorbed(
+    store: PostgresStore, api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, tenant = api
+    await put_queue(client, "digest", debounce=DEBOUNCE)
+    items = [{"queue": "digest", "labels": {"user": u}, "payload": n}
+             for n, u in enumerate(["a", "b", "a", "a", "b"])]  # fmt: skip
+    rows = await batch(sql, items)
+    assert [r["created"] for r in rows] == [True, True, False, False, False]
+    assert rows[2]["id"] == rows[3]["id"] == rows[0]["id"] and rows[4]["id"] == rows[1]["id"]
+    a = await store.task_get(tenant, str(rows[0]["id"]))
+    b = await store.task_get(tenant, str(rows[1]["id"]))
+    assert a is not None and b is not None
+    assert (json.loads(a.payload_json), a.absorbed) == (3, 2)
+    assert (json.loads(b.payload_json), b.absorbed) == (4, 1)
+    assert a.status == TaskStatus.SCHEDULED and rows[3]["run_at"] == rows[0]["run_at"]
+    # A later call absorbs into the stored task.
+    later = await create_labelled(sql, "digest", {"user": "a"}, 5)
+    assert (later["id"], later["created"]) == (rows[0]["id"], False)
+    a = await store.task_get(tenant, str(rows[0]["id"]))
+    assert a is not None and (json.loads(a.payload_json), a.absorbed) == (5, 3)
+
+
+async def create_labelled(
+    sql: asyncpg.Connection, queue: str, labels: dict[str, str], payload: Any
+) -> asyncpg.Record:
+    row = await sql.fetchrow(
+        "SELECT * FROM duetime.create_task_v1(queue => $1, labels => $2::jsonb, "
+        "payload => $3::jsonb)",
+        queue,
+        json.dumps(labels),
+        json.dumps(payload),
+    )
+    assert row is not None
+    return row
+
+
+async def test_a_throttle_spaces_the_creates_of_a_key_on_both_paths(
+    api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
+) -> None:
+    client, _ = api
+    await put_queue(client, "spaced", throttle={"key": "labels.user", "rate": "1/s", "burst": 2})
+    rows = [await create_labelled(sql, "spaced", {"user": "u"}, n) for n in range(3)]
+    over_http = await client.post(
+        "/v1/tasks", json={"target": WORKER, "queue": "spaced", "labels": {"user": "u"}}
+    )
+    assert over_http.status_code == 201, over_http.text
+    assert over_http.headers["Duetime-Throttle"] == "delayed"
+    # A burst of 2 at once, then one a second, whichever path the create took.
+    assert [r["status"] for r in rows] == ["ready", "ready", "scheduled"]
+    http_at = datetime.fromisoformat(over_http.json()["run_at"])
+    assert http_at - rows[2]["run_at"] == timedelta(seconds=1)
+    other = await create_labelled(sql, "spaced", {"user": "v"}, 0)
+    assert other["status"] == "ready"
+    # In a batch, each item sees the earlier ones.
+    spaced = await batch(sql, [{"queue": "spaced", "labels": {"user": "w"}}] * 4)
+    assert [r["status"] for r in spaced] == ["ready", "ready", "scheduled", "scheduled"]
+    assert spaced[3]["run_at"] - spaced[2]["run_at"] == timedelta(seconds=1)
 
 
 async def test_a_keyed_rate_limit_takes_the_tasks_own_key_as_http_does(

@@ -32,7 +32,7 @@ from duetime.types import (
 
 SCHEMA_MOVE = "0024_sql_api"
 """The version that brought duetime's own schema: a database laid out before it is in public."""
-SQL_API_LATER = ("0030_sql_api_flow", "0031_sql_api_workflows", "0032_sql_api_keys")
+SQL_API_LATER = ("0030_sql_api_flow", "0031_sql_api_workflows", "0032_sql_api_flow_rules")
 """Later versions that change the SQL API the move's version made: they need it, so a database
 laid out before the move has them pending with it."""
 WORKER = {"type": "worker"}

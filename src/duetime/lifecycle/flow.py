@@ -21,8 +21,8 @@ materializer's, a trigger's, a backfill's) come through here for their keys only
 or throttle applies to them (a schedule makes one task an occurrence); so do the tasks of the
 graph create (a workflow's nodes, spawned children: :mod:`duetime.lifecycle.workflow`), whose
 transaction keeps no flow ledger. The SQL API evaluates the same expressions to the same keys
-and keeps uniqueness windows in the same ledger, and refuses a debounce or a throttle (migration
-``0032_sql_api_keys.sql``, docs/flow-control.md). A task made without a flow
+and keeps uniqueness windows, debounces and throttles in the same ledger (migration
+``0032_sql_api_flow_rules.sql``, docs/flow-control.md). A task made without a flow
 key (before its queue had a keyed rate limit) gets ``""`` from the leader's flow sweep
 (:func:`duetime.store.core.flow.flow_sweep`).
 """

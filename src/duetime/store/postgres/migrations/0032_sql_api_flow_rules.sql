@@ -10,7 +10,7 @@
 --   - a uniqueness window holds its key's flow_ledger row for the create's transaction: a live
 --     window whose task is in one of its states answers with that task (created false), else
 --     the create takes the window;
---   - a queue with a debounce or a throttle still refuses every SQL create.
+--   - a debounce absorbs a create into its waiting task, and a throttle delays it to its slot.
 -- It also builds a batch of plain items in one statement (sql_api_plain, below).
 --
 -- A task's own window is create_task_v1's new last argument "unique" and a create_tasks_v1
@@ -206,16 +206,21 @@ BEGIN
     RETURN out || jsonb_build_object('seconds', seconds, 'states', to_jsonb(states));
 END $$;
 
--- :fresh under their queues' keyed rules (keyed), with, per position, the task that answers it
--- under a uniqueness window (answers; NULL: make it) and the window's key it took (windows:
--- the create points it at the task that answers should the insert meet an idempotency key).
--- Both are NULL when no queue of the call has a keyed rule. A refusal names the first task (in
--- order) whose queue has a rule this path cannot apply;
--- :prefixes is each task's field path prefix ('' for a single create, 'tasks.N.' in a batch).
+-- :fresh under their queues' keyed rules and their own windows (owns), as the node decides each
+-- create (duetime.store.core.flow.decide), task by task, each seeing what the earlier ones did:
+--   keyed    the tasks as they are to be stored: keys, a debounced or throttled run_at, an
+--            earlier task's payload replaced by a later one's that it absorbed;
+--   answers  per position, the task that answers it (a uniqueness window's, or the debounced
+--            task that absorbed it: an earlier task of the call or a stored one), NULL: make it;
+--   windows  the window's key each made task took (the create points it at the task that
+--            answers should the insert meet an idempotency key);
+--   absorbs  per position, how many later tasks of the call the task absorbed.
+-- All three arrays are NULL when no task of the call has a rule. :prefixes is each task's field
+-- path prefix ('' for a single create, 'tasks.N.' in a batch).
 DROP FUNCTION sql_api_flow(text, task_input[], text[]);
 CREATE FUNCTION sql_api_flow(
     tenant text, fresh task_input[], prefixes text[], owns jsonb[],
-    OUT keyed task_input[], OUT answers uuid[], OUT windows text[])
+    OUT keyed task_input[], OUT answers uuid[], OUT windows text[], OUT absorbs integer[])
 LANGUAGE plpgsql AS $$
 DECLARE
     moment timestamptz := statement_timestamp();
@@ -224,39 +229,51 @@ DECLARE
     windowed jsonb;
     found_key text;
     seconds double precision;
+    window_key text;
+    window_seconds double precision;
+    window_states text[];
     held record;
     found_task record;
     earlier integer;
+    ids uuid[];
+    period double precision;
+    max_wait double precision;
+    due timestamptz;
+    rate double precision;
+    burst integer;
+    step interval;
+    arrival timestamptz;
+    tat timestamptz;
+    slot timestamptz;
+    absorber uuid;
     i integer;
 BEGIN
     keyed := fresh;
     SELECT coalesce(jsonb_object_agg(q.name, jsonb_build_object(
-               'refuse', CASE WHEN jsonb_typeof(q.flow -> 'debounce') = 'object' THEN 'a debounce'
-                              WHEN jsonb_typeof(q.flow -> 'throttle') = 'object' THEN 'a throttle'
-                         END,
                'key', CASE WHEN jsonb_typeof(q.flow -> 'key_limit') = 'object'
                            THEN q.flow -> 'key_limit' -> 'key' END,
                'per_key', q.max_concurrency_per_key IS NOT NULL,
                'rate', q.key_rate IS NOT NULL,
                'unique', CASE WHEN jsonb_typeof(q.flow -> 'unique') = 'object'
-                              THEN q.flow -> 'unique' END)), '{}')
+                              THEN q.flow -> 'unique' END,
+               'debounce', CASE WHEN jsonb_typeof(q.flow -> 'debounce') = 'object'
+                                THEN q.flow -> 'debounce' END,
+               'throttle', CASE WHEN jsonb_typeof(q.flow -> 'throttle') = 'object'
+                                THEN q.flow -> 'throttle' END)), '{}')
     INTO rules
     FROM queues q
     WHERE q.tenant_id = tenant AND q.flow IS NOT NULL
       AND q.name = ANY(ARRAY(SELECT DISTINCT f.queue FROM unnest(fresh) AS f));
     IF rules = '{}' AND coalesce(array_remove(owns, NULL), '{}') = '{}' THEN
-        RETURN;  -- answers and windows NULL: nothing answered, no window taken
+        RETURN;  -- nothing answered, no window taken, nothing absorbed
     END IF;
     answers := array_fill(NULL::uuid, ARRAY[cardinality(fresh)]);
     windows := array_fill(NULL::text, ARRAY[cardinality(fresh)]);
+    absorbs := array_fill(0, ARRAY[cardinality(fresh)]);
+    ids := ARRAY(SELECT f.id FROM unnest(fresh) AS f);
     FOR i IN 1 .. cardinality(fresh) LOOP
         rule := coalesce(rules -> fresh[i].queue, '{}');
         CONTINUE WHEN rule = '{}' AND owns[i] IS NULL;
-        IF rule ->> 'refuse' IS NOT NULL THEN
-            PERFORM sql_api_fail(prefixes[i] || 'queue', format(
-                'queue %s has %s, which only a node applies: create its tasks over HTTP',
-                quote_literal(fresh[i].queue), rule ->> 'refuse'));
-        END IF;
         IF jsonb_typeof(rule -> 'key') <> 'null' THEN
             found_key := coalesce(keyed[i].concurrency_key,
                             sql_api_key(rule -> 'key', keyed[i], prefixes[i] || 'payload'));
@@ -267,73 +284,168 @@ BEGIN
                 keyed[i].flow_key := coalesce(found_key, '');
             END IF;
         END IF;
-        -- The task's own window (its key given, or evaluated on the task as given), else the
-        -- queue's; one whose key has no value for the task does not apply.
+        -- A repeated idempotency key is answered first, before any rule is looked at.
+        CONTINUE WHEN keyed[i].idempotency_key IS NOT NULL AND EXISTS (
+            SELECT 1 FROM tasks t
+            WHERE t.tenant_id = tenant AND t.idempotency_key = keyed[i].idempotency_key);
+
+        -- 1. unique: the task's own window (its key given, or evaluated on the task as given),
+        -- else the queue's; one whose key has no value for the task does not apply. A live
+        -- window whose task is in one of its states answers; else the create takes it, below.
+        window_key := NULL;
         windowed := owns[i];
         found_key := CASE WHEN windowed IS NOT NULL
                           THEN coalesce(windowed ->> 'literal',
                                         sql_api_key(windowed -> 'key', fresh[i],
                                                     prefixes[i] || 'payload')) END;
-        IF found_key IS NULL THEN
-            windowed := rule -> 'unique';
-            CONTINUE WHEN windowed IS NULL OR jsonb_typeof(windowed) = 'null';
-            found_key := sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload');
-            CONTINUE WHEN found_key IS NULL;
-            seconds := extract(epoch FROM (windowed ->> 'period')::interval);
-        ELSE
+        IF found_key IS NOT NULL THEN
             seconds := (windowed ->> 'seconds')::double precision;
+        ELSIF jsonb_typeof(rule -> 'unique') = 'object' THEN
+            windowed := rule -> 'unique';
+            found_key := sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload');
+            seconds := extract(epoch FROM (windowed ->> 'period')::interval);
         END IF;
-        -- A repeated idempotency key is answered first, before any window is looked at.
-        CONTINUE WHEN keyed[i].idempotency_key IS NOT NULL AND EXISTS (
-            SELECT 1 FROM tasks t
-            WHERE t.tenant_id = tenant AND t.idempotency_key = keyed[i].idempotency_key);
-        -- The key's row, locked until the caller's transaction ends: a concurrent create of the
-        -- key (here or on a node) waits, then reads what this one left (flow_ledger_hold).
-        INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key)
-        VALUES (tenant, keyed[i].queue, 'unique', found_key)
-        ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
-        RETURNING l.task_id, l.until, l.states INTO held;
-        IF held.until > moment AND held.task_id IS NOT NULL THEN
-            earlier := array_position((SELECT array_agg(f.id) FROM unnest(keyed) AS f),
-                                      held.task_id);
-            IF earlier IS NOT NULL AND earlier < i THEN
-                -- An earlier task of this call took the window; it is made as ready, scheduled
-                -- or blocked.
-                SELECT CASE WHEN cardinality(keyed[earlier].depends_on) > 0 THEN 'blocked'
-                            WHEN coalesce(keyed[earlier].run_at, moment) <= moment THEN 'ready'
-                            ELSE 'scheduled' END AS status
-                INTO found_task;
-            ELSE
-                SELECT t.status INTO found_task FROM tasks t
-                WHERE t.id = held.task_id AND t.tenant_id = tenant;
-                IF NOT FOUND THEN
-                    IF prefixes[i] = '' THEN
-                        answers[i] := held.task_id;
-                        CONTINUE;
+        IF found_key IS NOT NULL THEN
+            -- The key's row, locked until the caller's transaction ends: a concurrent create of
+            -- the key (here or on a node) waits, then reads what this one left.
+            INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key)
+            VALUES (tenant, keyed[i].queue, 'unique', found_key)
+            ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
+            RETURNING l.task_id, l.until, l.states INTO held;
+            IF held.until > moment AND held.task_id IS NOT NULL THEN
+                earlier := array_position(ids, held.task_id);
+                IF earlier IS NOT NULL AND earlier < i THEN
+                    -- An earlier task of this call took the window; it is made as blocked,
+                    -- ready or scheduled.
+                    SELECT CASE WHEN cardinality(keyed[earlier].depends_on) > 0 THEN 'blocked'
+                                WHEN coalesce(keyed[earlier].run_at, moment) <= moment
+                                THEN 'ready' ELSE 'scheduled' END AS status
+                    INTO found_task;
+                ELSE
+                    SELECT t.status INTO found_task FROM tasks t
+                    WHERE t.id = held.task_id AND t.tenant_id = tenant;
+                    IF NOT FOUND THEN
+                        IF prefixes[i] = '' THEN
+                            answers[i] := held.task_id;
+                            CONTINUE;
+                        END IF;
+                        RAISE EXCEPTION USING
+                            MESSAGE = format('%squeue: unique key %s of queue %s is held by task '
+                                             '%s until %s; that task has left the hot store',
+                                             prefixes[i], quote_literal(found_key),
+                                             quote_literal(keyed[i].queue), held.task_id,
+                                             to_char(held.until AT TIME ZONE 'UTC',
+                                                     'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+                            ERRCODE = '23505', COLUMN = prefixes[i] || 'queue';
                     END IF;
-                    RAISE EXCEPTION USING
-                        MESSAGE = format('%squeue: unique key %s of queue %s is held by task %s '
-                                         'until %s; that task has left the hot store',
-                                         prefixes[i], quote_literal(found_key),
-                                         quote_literal(keyed[i].queue), held.task_id,
-                                         to_char(held.until AT TIME ZONE 'UTC',
-                                                 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
-                        ERRCODE = '23505', COLUMN = prefixes[i] || 'queue';
+                END IF;
+                IF found_task.status = ANY(held.states) THEN
+                    answers[i] := held.task_id;
+                    CONTINUE;
                 END IF;
             END IF;
-            IF found_task.status = ANY(held.states) THEN
-                answers[i] := held.task_id;
+            window_key := found_key;
+            window_seconds := seconds;
+            window_states := ARRAY(SELECT jsonb_array_elements_text(windowed -> 'states'));
+        END IF;
+
+        -- 2. debounce: a live burst whose task still waits absorbs the create (the latest
+        -- payload, due period later but not past max_wait from the burst's first create);
+        -- otherwise the task starts a burst, due period from now.
+        absorber := NULL;
+        windowed := rule -> 'debounce';
+        found_key := CASE WHEN jsonb_typeof(windowed) = 'object'
+                          THEN sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload')
+                          END;
+        IF found_key IS NOT NULL THEN
+            period := extract(epoch FROM (windowed ->> 'period')::interval);
+            max_wait := extract(epoch FROM (windowed ->> 'max_wait')::interval);
+            INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key)
+            VALUES (tenant, keyed[i].queue, 'debounce', found_key)
+            ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
+            RETURNING l.task_id, l.since, l.until INTO held;
+            IF held.until > moment AND held.task_id IS NOT NULL AND held.since IS NOT NULL THEN
+                due := least(moment + make_interval(secs => period),
+                             held.since + make_interval(secs => max_wait));
+                earlier := array_position(ids, held.task_id);
+                IF earlier IS NOT NULL AND earlier < i THEN
+                    IF answers[earlier] IS NULL AND cardinality(keyed[earlier].depends_on) = 0
+                    THEN
+                        keyed[earlier].payload := keyed[i].payload;
+                        keyed[earlier].payload_ref := keyed[i].payload_ref;
+                        keyed[earlier].run_at := due;
+                        absorbs[earlier] := absorbs[earlier] + 1;
+                        absorber := held.task_id;
+                    END IF;
+                ELSE
+                    UPDATE tasks t SET
+                        payload = keyed[i].payload,
+                        payload_ref = keyed[i].payload_ref,
+                        run_at = due,
+                        due_at = due,
+                        absorbed = t.absorbed + 1,
+                        absorbed_at = moment,
+                        version = t.version + 1,
+                        updated_at = moment
+                    WHERE t.id = held.task_id AND t.tenant_id = tenant AND t.status = 'scheduled'
+                    RETURNING t.id INTO absorber;
+                END IF;
+            END IF;
+            IF absorber IS NOT NULL THEN
+                IF window_key IS NOT NULL THEN
+                    UPDATE flow_ledger SET task_id = absorber, since = moment,
+                        until = moment + make_interval(secs => window_seconds),
+                        states = window_states
+                    WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'unique'
+                      AND key = window_key;
+                END IF;
+                answers[i] := absorber;
                 CONTINUE;
             END IF;
+            UPDATE flow_ledger SET task_id = keyed[i].id, since = moment,
+                until = moment + make_interval(secs => max_wait), states = NULL
+            WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'debounce'
+              AND key = found_key;
+            keyed[i].run_at := least(moment + make_interval(secs => period),
+                                     moment + make_interval(secs => max_wait));
         END IF;
-        UPDATE flow_ledger SET
-            task_id = keyed[i].id,
-            since = moment,
-            until = moment + make_interval(secs => seconds),
-            states = ARRAY(SELECT jsonb_array_elements_text(windowed -> 'states'))
-        WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'unique'
-          AND key = found_key;
-        windows[i] := found_key;
+
+        -- 3. throttle: the task runs at its key's next free slot (the generic cell rate
+        -- algorithm, duetime.flow.timing.throttle_slot; the ledger's until is the key's tat).
+        windowed := rule -> 'throttle';
+        found_key := CASE WHEN jsonb_typeof(windowed) = 'object'
+                          THEN sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload')
+                          END;
+        IF found_key IS NOT NULL THEN
+            rate := split_part(windowed ->> 'rate', '/', 1)::double precision
+                    / CASE split_part(windowed ->> 'rate', '/', 2)
+                          WHEN 'm' THEN 60 WHEN 'h' THEN 3600 ELSE 1 END;
+            burst := coalesce((windowed ->> 'burst')::integer, 1);
+            INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key)
+            VALUES (tenant, keyed[i].queue, 'throttle', found_key)
+            ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
+            RETURNING l.until INTO held;
+            arrival := CASE WHEN keyed[i].run_at IS NULL OR keyed[i].run_at < moment
+                            THEN moment ELSE keyed[i].run_at END;
+            step := make_interval(secs => 1.0 / rate);
+            tat := CASE WHEN held.until IS NULL OR held.until < arrival
+                        THEN arrival ELSE held.until END;
+            slot := greatest(arrival, tat - step * (burst - 1));
+            UPDATE flow_ledger SET task_id = NULL, since = NULL, until = tat + step, states = NULL
+            WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'throttle'
+              AND key = found_key;
+            IF slot > arrival THEN
+                keyed[i].run_at := slot;
+            END IF;
+        END IF;
+
+        IF window_key IS NOT NULL THEN
+            UPDATE flow_ledger SET task_id = keyed[i].id, since = moment,
+                until = moment + make_interval(secs => window_seconds), states = window_states
+            WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'unique'
+              AND key = window_key;
+            windows[i] := window_key;
+        END IF;
     END LOOP;
 END $$;
 
@@ -405,14 +517,16 @@ BEGIN
     IF max_pending IS NOT NULL OR rate IS NOT NULL THEN
         PERFORM sql_api_admit(tenant, max_pending, rate, 1);
     END IF;
+    -- The audit trail names the role (a debounce updates a task here); the caller's own
+    -- setting is back on return.
+    PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
     SELECT * INTO flowed FROM sql_api_flow(tenant, ARRAY[task], '{""}', ARRAY[
         CASE WHEN coalesce(create_task_v1."unique", 'null') <> 'null'
              THEN sql_api_unique_rule(create_task_v1."unique", 'unique') END]);
     IF flowed.answers[1] IS NOT NULL THEN
+        PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
         RETURN sql_api_answer(tenant, flowed.answers[1]);
     END IF;
-    -- The audit trail names the role; the caller's own setting is back on return.
-    PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
     made := sql_api_store(tenant, flowed.keyed, true, cardinality(task.depends_on) > 0);
     PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
     IF flowed.windows[1] IS NOT NULL THEN
@@ -616,8 +730,8 @@ BEGIN
     IF max_pending IS NOT NULL OR rate IS NOT NULL THEN
         PERFORM sql_api_admit(tenant, max_pending, rate, n);
     END IF;
-    SELECT * INTO flowed FROM sql_api_flow(tenant, fresh, prefixes, owns);
     PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
+    SELECT * INTO flowed FROM sql_api_flow(tenant, fresh, prefixes, owns);
     IF coalesce(array_remove(flowed.answers, NULL), '{}') = '{}' THEN
         made := sql_api_store(tenant, flowed.keyed, false, parents);
         stored := made;
@@ -648,6 +762,13 @@ BEGIN
                                 ELSE sql_api_answer(tenant, flowed.answers[i]) END;
             END IF;
         END LOOP;
+        -- A task that absorbed later tasks of the call counts them, as if each had come after
+        -- it was made.
+        UPDATE tasks t SET absorbed = a.n, absorbed_at = statement_timestamp(),
+                           version = t.version + a.n
+        FROM unnest(ARRAY(SELECT m.id FROM unnest(made) AS m), flowed.absorbs,
+                    ARRAY(SELECT m.created FROM unnest(made) AS m)) AS a (id, n, created)
+        WHERE a.n > 0 AND a.created AND t.id = a.id;
     END IF;
     PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
     IF coalesce(array_remove(kept_windows, NULL), '{}') <> '{}' THEN
