@@ -500,13 +500,19 @@ DECLARE
     rate double precision;
     max_bytes integer;
     actor text := current_setting('duetime.actor', true);
+    flowing boolean;
     task task_input;
     flowed record;
     made task_created_v1[];
 BEGIN
-    SELECT p.tenant_id, tn.max_pending_tasks, tn.max_creates_per_second, s.max_payload_bytes
-    INTO tenant, max_pending, rate, max_bytes
+    -- With the producer, whether the task's queue has flow rules (most have none: their creates
+    -- skip sql_api_flow).
+    SELECT p.tenant_id, tn.max_pending_tasks, tn.max_creates_per_second, s.max_payload_bytes,
+           q.name IS NOT NULL
+    INTO tenant, max_pending, rate, max_bytes, flowing
     FROM sql_producers p JOIN tenants tn ON tn.id = p.tenant_id CROSS JOIN sql_api_settings s
+    LEFT JOIN queues q ON q.tenant_id = p.tenant_id AND q.name = create_task_v1.queue
+                      AND q.flow IS NOT NULL
     WHERE p.role_name = session_user;
     IF tenant IS NULL THEN
         PERFORM sql_api_refuse_role();
@@ -520,6 +526,11 @@ BEGIN
     -- The audit trail names the role (a debounce updates a task here); the caller's own
     -- setting is back on return.
     PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
+    IF NOT flowing AND coalesce(create_task_v1."unique", 'null') = 'null' THEN
+        made := sql_api_store(tenant, ARRAY[task], true, cardinality(task.depends_on) > 0);
+        PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
+        RETURN made[1];
+    END IF;
     SELECT * INTO flowed FROM sql_api_flow(tenant, ARRAY[task], '{""}', ARRAY[
         CASE WHEN coalesce(create_task_v1."unique", 'null') <> 'null'
              THEN sql_api_unique_rule(create_task_v1."unique", 'unique') END]);
