@@ -112,24 +112,10 @@ async def test_a_batch_folds_its_own_burst_and_counts_what_it_absorbed(
     assert (json.loads(b.payload_json), b.absorbed) == (4, 1)
     assert a.status == TaskStatus.SCHEDULED and rows[3]["run_at"] == rows[0]["run_at"]
     # A later call absorbs into the stored task.
-    later = await create_labelled(sql, "digest", {"user": "a"}, 5)
+    later = await create(sql, "digest", 5, labels={"user": "a"})
     assert (later["id"], later["created"]) == (rows[0]["id"], False)
     a = await store.task_get(tenant, str(rows[0]["id"]))
     assert a is not None and (json.loads(a.payload_json), a.absorbed) == (5, 3)
-
-
-async def create_labelled(
-    sql: asyncpg.Connection, queue: str, labels: dict[str, str], payload: Any
-) -> asyncpg.Record:
-    row = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => $1, labels => $2::jsonb, "
-        "payload => $3::jsonb)",
-        queue,
-        json.dumps(labels),
-        json.dumps(payload),
-    )
-    assert row is not None
-    return row
 
 
 async def test_a_throttle_spaces_the_creates_of_a_key_on_both_paths(
@@ -137,7 +123,7 @@ async def test_a_throttle_spaces_the_creates_of_a_key_on_both_paths(
 ) -> None:
     client, _ = api
     await put_queue(client, "spaced", throttle={"key": "labels.user", "rate": "1/s", "burst": 2})
-    rows = [await create_labelled(sql, "spaced", {"user": "u"}, n) for n in range(3)]
+    rows = [await create(sql, "spaced", n, labels={"user": "u"}) for n in range(3)]
     over_http = await client.post(
         "/v1/tasks", json={"target": WORKER, "queue": "spaced", "labels": {"user": "u"}}
     )
@@ -147,7 +133,7 @@ async def test_a_throttle_spaces_the_creates_of_a_key_on_both_paths(
     assert [r["status"] for r in rows] == ["ready", "ready", "scheduled"]
     http_at = datetime.fromisoformat(over_http.json()["run_at"])
     assert http_at - rows[2]["run_at"] == timedelta(seconds=1)
-    other = await create_labelled(sql, "spaced", {"user": "v"}, 0)
+    other = await create(sql, "spaced", 0, labels={"user": "v"})
     assert other["status"] == "ready"
     # In a batch, each item sees the earlier ones.
     spaced = await batch(sql, [{"queue": "spaced", "labels": {"user": "w"}}] * 4)
@@ -285,12 +271,18 @@ async def test_per_key_concurrency_gives_the_evaluated_key_as_the_concurrency_ke
 UNIQUE = {"key": "payload.order", "period": "PT1H"}
 
 
-async def create(sql: asyncpg.Connection, queue: str, payload: Any) -> asyncpg.Record:
-    row = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => $1, payload => $2::jsonb)",
-        queue,
-        json.dumps(payload),
+async def create(
+    sql: asyncpg.Connection, queue: str, payload: Any = None, **fields: Any
+) -> asyncpg.Record:
+    """``create_task_v1`` with ``fields`` as named arguments (JSON ones as jsonb; each name
+    quoted, as ``"unique"``, a reserved word, must be)."""
+    args = {"queue": queue, "payload": payload, **fields}
+    cast = {"payload", "labels", "unique"}
+    call = ", ".join(
+        f'"{n}" => ${i + 1}' + ("::jsonb" if n in cast else "") for i, n in enumerate(args)
     )
+    values = [json.dumps(v) if n in cast else v for n, v in args.items()]
+    row = await sql.fetchrow(f"SELECT * FROM duetime.create_task_v1({call})", *values)
     assert row is not None
     return row
 
@@ -463,26 +455,12 @@ async def test_a_producer_names_each_tasks_window_key_in_a_label(
     assert all(row is not None and row["created"] for row in unlabelled)
 
 
-async def own(sql: asyncpg.Connection, unique: Any, **fields: Any) -> asyncpg.Record:
-    """``create_task_v1`` with its own window (``"unique"``, quoted: a reserved word)."""
-    row = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => $1, name => $2, payload => $3::jsonb, "
-        '"unique" => $4::jsonb)',
-        fields.get("queue", "own"),
-        fields.get("name"),
-        json.dumps(fields.get("payload")),
-        json.dumps(unique),
-    )
-    assert row is not None
-    return row
-
-
 async def test_a_tasks_own_window_answers_on_both_paths_and_replaces_its_queues(
     api: tuple[httpx.AsyncClient, str], sql: asyncpg.Connection
 ) -> None:
     client, _ = api
-    first = await own(sql, {"key": "report-2030-01", "period": "P1D"})
-    again = await own(sql, {"key": "report-2030-01", "period": "P1D"}, payload=1)
+    first = await create(sql, "own", unique={"key": "report-2030-01", "period": "P1D"})
+    again = await create(sql, "own", 1, unique={"key": "report-2030-01", "period": "P1D"})
     assert first["created"] and (again["id"], again["created"]) == (first["id"], False)
     over_http = await client.post(
         "/v1/tasks",
@@ -491,7 +469,7 @@ async def test_a_tasks_own_window_answers_on_both_paths_and_replaces_its_queues(
     )  # fmt: skip
     assert over_http.status_code == 200 and over_http.json()["id"] == str(first["id"])
     # key_from evaluates on the task; in a batch, an item's own window as over HTTP.
-    by_name = await own(sql, {"key_from": "name", "period": "PT1M"}, name="n-1")
+    by_name = await create(sql, "own", name="n-1", unique={"key_from": "name", "period": "PT1M"})
     rows = await batch(
         sql,
         [{"queue": "own", "name": "n-1", "unique": {"key_from": "name", "period": "PT1M"}},
@@ -501,12 +479,12 @@ async def test_a_tasks_own_window_answers_on_both_paths_and_replaces_its_queues(
     assert [r["created"] for r in rows] == [False, True] and rows[0]["id"] == by_name["id"]
     # A task's own window replaces its queue's; one without a value leaves the queue's.
     await put_queue(client, "windowed", unique={"key": "payload.order", "period": "PT1H"})
-    queued = await own(sql, {"key": "mine", "period": "PT1H"}, queue="windowed",
-                       payload={"order": 1})  # fmt: skip
+    queued = await create(sql, "windowed", {"order": 1}, unique={"key": "mine", "period": "PT1H"})
     other = await create(sql, "windowed", {"order": 1})
     assert other["created"] and other["id"] != queued["id"]
-    fallback = await own(sql, {"key_from": "labels.none", "period": "PT1H"}, queue="windowed",
-                         payload={"order": 1})  # fmt: skip
+    fallback = await create(
+        sql, "windowed", {"order": 1}, unique={"key_from": "labels.none", "period": "PT1H"}
+    )
     assert (fallback["id"], fallback["created"]) == (other["id"], False)
 
 
@@ -563,6 +541,6 @@ async def test_a_tasks_own_window_is_refused_as_over_http(
         assert str(caught.value) == f"{first['field']}: {first['detail']}"
     single = problem["field"].removeprefix("tasks.1.")
     with pytest.raises(asyncpg.InvalidParameterValueError) as caught:
-        await own(sql, unique)
+        await create(sql, "own", unique=unique)
     assert caught.value.column_name == single
     assert await store.task_list(TaskFilter(tenant_id=tenant)) == []
