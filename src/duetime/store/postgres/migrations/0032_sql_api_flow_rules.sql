@@ -215,8 +215,8 @@ END $$;
 --   windows  the window's key each made task took (the create points it at the task that
 --            answers should the insert meet an idempotency key);
 --   absorbs  per position, how many later tasks of the call the task absorbed.
--- All three arrays are NULL when no task of the call has a rule. :prefixes is each task's field
--- path prefix ('' for a single create, 'tasks.N.' in a batch).
+-- answers, windows and absorbs are NULL when no task of the call has a rule. :prefixes is each
+-- task's field path prefix ('' for a single create, 'tasks.N.' in a batch).
 DROP FUNCTION sql_api_flow(text, task_input[], text[]);
 CREATE FUNCTION sql_api_flow(
     tenant text, fresh task_input[], prefixes text[], owns jsonb[],
