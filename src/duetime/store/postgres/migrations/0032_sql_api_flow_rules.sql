@@ -22,6 +22,15 @@
 -- task has left the hot store a single create returns (its id, false, NULL, NULL) and a batch
 -- raises 23505 COLUMN 'tasks.N.queue' (as HTTP's 200 "retired" and 409).
 
+-- A key as it is stored (duetime.flow.keys.bounded): NULL for '', its sha256: digest when over
+-- 200 bytes of UTF-8, so an index entry stays small.
+CREATE FUNCTION sql_api_bounded(key text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN key = '' THEN NULL
+                WHEN octet_length(convert_to(key, 'UTF8')) > 200
+                THEN 'sha256:' || encode(sha256(convert_to(key, 'UTF8')), 'hex')
+                ELSE key END
+$$;
+
 -- The key of task t under the key expression expr (a term or a JSON array of up to four), or
 -- NULL when it has none; field names the payload in a refusal.
 CREATE FUNCTION sql_api_key(expr jsonb, t task_input, field text)
@@ -33,7 +42,6 @@ DECLARE
     v jsonb;
     parts text[] := '{}';
     present boolean := false;
-    key text;
 BEGIN
     FOR term IN SELECT value FROM jsonb_array_elements_text(terms) LOOP
         IF term = 'name' THEN
@@ -68,18 +76,8 @@ BEGIN
     IF NOT present THEN
         RETURN NULL;
     END IF;
-    IF jsonb_array_length(terms) = 1 THEN
-        key := v #>> '{}';
-    ELSE
-        key := '[' || array_to_string(parts, ',') || ']';
-    END IF;
-    IF key = '' THEN
-        RETURN NULL;
-    END IF;
-    IF octet_length(convert_to(key, 'UTF8')) > 200 THEN
-        RETURN 'sha256:' || encode(sha256(convert_to(key, 'UTF8')), 'hex');
-    END IF;
-    RETURN key;
+    RETURN sql_api_bounded(CASE WHEN jsonb_array_length(terms) = 1 THEN v #>> '{}'
+                                ELSE '[' || array_to_string(parts, ',') || ']' END);
 END $$;
 
 -- A task's own uniqueness window checked as the HTTP API checks it (duetime.flow.rules.unique_rule
@@ -120,10 +118,7 @@ BEGIN
            OR char_length(raw ->> 'key') NOT BETWEEN 1 AND 255 THEN
             PERFORM sql_api_fail(field || '.key', 'a key is text of 1-255 characters');
         END IF;
-        out := jsonb_build_object('literal', CASE
-            WHEN octet_length(convert_to(raw ->> 'key', 'UTF8')) > 200
-            THEN 'sha256:' || encode(sha256(convert_to(raw ->> 'key', 'UTF8')), 'hex')
-            ELSE raw ->> 'key' END);
+        out := jsonb_build_object('literal', sql_api_bounded(raw ->> 'key'));
     ELSE
         terms := CASE WHEN jsonb_typeof(raw -> 'key_from') = 'string'
                       THEN jsonb_build_array(raw -> 'key_from') ELSE raw -> 'key_from' END;
@@ -184,7 +179,8 @@ BEGIN
         PERFORM sql_api_fail(field || '.period', 'must be between PT0.001S and P366D');
     END IF;
     IF coalesce(raw -> 'states', 'null') = 'null' THEN
-        states := ARRAY['scheduled', 'blocked', 'ready', 'running', 'retrying', 'succeeded'];
+        -- On its way or succeeded: a failed or cancelled task frees its key.
+        states := array_remove(array_remove(known, 'failed'), 'cancelled');
     ELSIF jsonb_typeof(raw -> 'states') <> 'array' OR raw -> 'states' = '[]' THEN
         PERFORM sql_api_fail(field || '.states', 'a non-empty list of task statuses');
     ELSE
@@ -206,6 +202,34 @@ BEGIN
     RETURN out || jsonb_build_object('seconds', seconds, 'states', to_jsonb(states));
 END $$;
 
+-- The ledger of keyed rules as the node's creates keep it (duetime.store.core.flow): a key's row
+-- held, made empty when absent and locked until the caller's transaction ends, so a concurrent
+-- create of the key (here or on a node) waits, then reads what this one left
+-- (flow_ledger_hold); and written back (flow_ledger_put).
+CREATE FUNCTION sql_api_hold(tenant text, queue text, kind text, key text) RETURNS flow_ledger
+LANGUAGE sql AS $$
+    INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key) VALUES (tenant, queue, kind, key)
+    ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
+    RETURNING l.*
+$$;
+
+CREATE FUNCTION sql_api_put(tenant text, queue text, kind text, key text, task_id uuid,
+                            since timestamptz, until timestamptz, states text[])
+RETURNS void LANGUAGE sql AS $$
+    UPDATE flow_ledger AS l SET task_id = sql_api_put.task_id, since = sql_api_put.since,
+                                until = sql_api_put.until, states = sql_api_put.states
+    WHERE l.tenant_id = sql_api_put.tenant AND l.queue = sql_api_put.queue
+      AND l.kind = sql_api_put.kind AND l.key = sql_api_put.key
+$$;
+
+-- When a debounced task whose burst began at :since runs after a create at :now
+-- (duetime.flow.timing.debounce_due).
+CREATE FUNCTION sql_api_debounce_due(now timestamptz, since timestamptz, period double precision,
+                                     max_wait double precision)
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT least(now + make_interval(secs => period), since + make_interval(secs => max_wait))
+$$;
+
 -- :fresh under their queues' keyed rules and their own windows (owns), as the node decides each
 -- create (duetime.store.core.flow.decide), task by task, each seeing what the earlier ones did:
 --   keyed    the tasks as they are to be stored: keys, a debounced or throttled run_at, an
@@ -226,26 +250,27 @@ DECLARE
     moment timestamptz := statement_timestamp();
     rules jsonb := '{}';
     rule jsonb;
-    windowed jsonb;
     found_key text;
-    seconds double precision;
+    held flow_ledger;
+    earlier integer;
+    ids uuid[];
+    window_rule jsonb;
     window_key text;
     window_seconds double precision;
     window_states text[];
-    held record;
-    found_task record;
-    earlier integer;
-    ids uuid[];
+    window_status text;
+    debounce_rule jsonb;
     period double precision;
     max_wait double precision;
     due timestamptz;
+    absorber uuid;
+    throttle_rule jsonb;
     rate double precision;
     burst integer;
     step interval;
     arrival timestamptz;
     tat timestamptz;
     slot timestamptz;
-    absorber uuid;
     i integer;
 BEGIN
     keyed := fresh;
@@ -292,37 +317,31 @@ BEGIN
         -- 1. unique: the task's own window (its key given, or evaluated on the task as given),
         -- else the queue's; one whose key has no value for the task does not apply. A live
         -- window whose task is in one of its states answers; else the create takes it, below.
-        window_key := NULL;
-        windowed := owns[i];
-        found_key := CASE WHEN windowed IS NOT NULL
-                          THEN coalesce(windowed ->> 'literal',
-                                        sql_api_key(windowed -> 'key', fresh[i],
-                                                    prefixes[i] || 'payload')) END;
-        IF found_key IS NOT NULL THEN
-            seconds := (windowed ->> 'seconds')::double precision;
+        window_rule := owns[i];
+        window_key := CASE WHEN window_rule IS NOT NULL
+                           THEN coalesce(window_rule ->> 'literal',
+                                         sql_api_key(window_rule -> 'key', fresh[i],
+                                                     prefixes[i] || 'payload')) END;
+        IF window_key IS NOT NULL THEN
+            window_seconds := (window_rule ->> 'seconds')::double precision;
         ELSIF jsonb_typeof(rule -> 'unique') = 'object' THEN
-            windowed := rule -> 'unique';
-            found_key := sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload');
-            seconds := extract(epoch FROM (windowed ->> 'period')::interval);
+            window_rule := rule -> 'unique';
+            window_key := sql_api_key(window_rule -> 'key', keyed[i], prefixes[i] || 'payload');
+            window_seconds := extract(epoch FROM (window_rule ->> 'period')::interval);
         END IF;
-        IF found_key IS NOT NULL THEN
-            -- The key's row, locked until the caller's transaction ends: a concurrent create of
-            -- the key (here or on a node) waits, then reads what this one left.
-            INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key)
-            VALUES (tenant, keyed[i].queue, 'unique', found_key)
-            ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
-            RETURNING l.task_id, l.until, l.states INTO held;
+        IF window_key IS NOT NULL THEN
+            held := sql_api_hold(tenant, keyed[i].queue, 'unique', window_key);
             IF held.until > moment AND held.task_id IS NOT NULL THEN
                 earlier := array_position(ids, held.task_id);
                 IF earlier IS NOT NULL AND earlier < i THEN
                     -- An earlier task of this call took the window; it is made as blocked,
                     -- ready or scheduled.
-                    SELECT CASE WHEN cardinality(keyed[earlier].depends_on) > 0 THEN 'blocked'
-                                WHEN coalesce(keyed[earlier].run_at, moment) <= moment
-                                THEN 'ready' ELSE 'scheduled' END AS status
-                    INTO found_task;
+                    window_status := CASE
+                        WHEN cardinality(keyed[earlier].depends_on) > 0 THEN 'blocked'
+                        WHEN coalesce(keyed[earlier].run_at, moment) <= moment THEN 'ready'
+                        ELSE 'scheduled' END;
                 ELSE
-                    SELECT t.status INTO found_task FROM tasks t
+                    SELECT t.status INTO window_status FROM tasks t
                     WHERE t.id = held.task_id AND t.tenant_id = tenant;
                     IF NOT FOUND THEN
                         IF prefixes[i] = '' THEN
@@ -332,41 +351,35 @@ BEGIN
                         RAISE EXCEPTION USING
                             MESSAGE = format('%squeue: unique key %s of queue %s is held by task '
                                              '%s until %s; that task has left the hot store',
-                                             prefixes[i], quote_literal(found_key),
+                                             prefixes[i], quote_literal(window_key),
                                              quote_literal(keyed[i].queue), held.task_id,
                                              to_char(held.until AT TIME ZONE 'UTC',
                                                      'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
                             ERRCODE = '23505', COLUMN = prefixes[i] || 'queue';
                     END IF;
                 END IF;
-                IF found_task.status = ANY(held.states) THEN
+                IF window_status = ANY(held.states) THEN
                     answers[i] := held.task_id;
                     CONTINUE;
                 END IF;
             END IF;
-            window_key := found_key;
-            window_seconds := seconds;
-            window_states := ARRAY(SELECT jsonb_array_elements_text(windowed -> 'states'));
+            window_states := ARRAY(SELECT jsonb_array_elements_text(window_rule -> 'states'));
         END IF;
 
         -- 2. debounce: a live burst whose task still waits absorbs the create (the latest
         -- payload, due period later but not past max_wait from the burst's first create);
         -- otherwise the task starts a burst, due period from now.
-        absorber := NULL;
-        windowed := rule -> 'debounce';
-        found_key := CASE WHEN jsonb_typeof(windowed) = 'object'
-                          THEN sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload')
-                          END;
+        debounce_rule := rule -> 'debounce';
+        found_key := CASE WHEN jsonb_typeof(debounce_rule) = 'object'
+                          THEN sql_api_key(debounce_rule -> 'key', keyed[i],
+                                           prefixes[i] || 'payload') END;
         IF found_key IS NOT NULL THEN
-            period := extract(epoch FROM (windowed ->> 'period')::interval);
-            max_wait := extract(epoch FROM (windowed ->> 'max_wait')::interval);
-            INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key)
-            VALUES (tenant, keyed[i].queue, 'debounce', found_key)
-            ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
-            RETURNING l.task_id, l.since, l.until INTO held;
+            period := extract(epoch FROM (debounce_rule ->> 'period')::interval);
+            max_wait := extract(epoch FROM (debounce_rule ->> 'max_wait')::interval);
+            held := sql_api_hold(tenant, keyed[i].queue, 'debounce', found_key);
+            absorber := NULL;
             IF held.until > moment AND held.task_id IS NOT NULL AND held.since IS NOT NULL THEN
-                due := least(moment + make_interval(secs => period),
-                             held.since + make_interval(secs => max_wait));
+                due := sql_api_debounce_due(moment, held.since, period, max_wait);
                 earlier := array_position(ids, held.task_id);
                 IF earlier IS NOT NULL AND earlier < i THEN
                     IF answers[earlier] IS NULL AND cardinality(keyed[earlier].depends_on) = 0
@@ -393,57 +406,44 @@ BEGIN
             END IF;
             IF absorber IS NOT NULL THEN
                 IF window_key IS NOT NULL THEN
-                    UPDATE flow_ledger SET task_id = absorber, since = moment,
-                        until = moment + make_interval(secs => window_seconds),
-                        states = window_states
-                    WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'unique'
-                      AND key = window_key;
+                    PERFORM sql_api_put(tenant, keyed[i].queue, 'unique', window_key, absorber,
+                                        moment, moment + make_interval(secs => window_seconds),
+                                        window_states);
                 END IF;
                 answers[i] := absorber;
                 CONTINUE;
             END IF;
-            UPDATE flow_ledger SET task_id = keyed[i].id, since = moment,
-                until = moment + make_interval(secs => max_wait), states = NULL
-            WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'debounce'
-              AND key = found_key;
-            keyed[i].run_at := least(moment + make_interval(secs => period),
-                                     moment + make_interval(secs => max_wait));
+            PERFORM sql_api_put(tenant, keyed[i].queue, 'debounce', found_key, keyed[i].id,
+                                moment, moment + make_interval(secs => max_wait), NULL);
+            keyed[i].run_at := sql_api_debounce_due(moment, moment, period, max_wait);
         END IF;
 
         -- 3. throttle: the task runs at its key's next free slot (the generic cell rate
         -- algorithm, duetime.flow.timing.throttle_slot; the ledger's until is the key's tat).
-        windowed := rule -> 'throttle';
-        found_key := CASE WHEN jsonb_typeof(windowed) = 'object'
-                          THEN sql_api_key(windowed -> 'key', keyed[i], prefixes[i] || 'payload')
-                          END;
+        throttle_rule := rule -> 'throttle';
+        found_key := CASE WHEN jsonb_typeof(throttle_rule) = 'object'
+                          THEN sql_api_key(throttle_rule -> 'key', keyed[i],
+                                           prefixes[i] || 'payload') END;
         IF found_key IS NOT NULL THEN
-            rate := split_part(windowed ->> 'rate', '/', 1)::double precision
-                    / CASE split_part(windowed ->> 'rate', '/', 2)
+            rate := split_part(throttle_rule ->> 'rate', '/', 1)::double precision
+                    / CASE split_part(throttle_rule ->> 'rate', '/', 2)
                           WHEN 'm' THEN 60 WHEN 'h' THEN 3600 ELSE 1 END;
-            burst := coalesce((windowed ->> 'burst')::integer, 1);
-            INSERT INTO flow_ledger AS l (tenant_id, queue, kind, key)
-            VALUES (tenant, keyed[i].queue, 'throttle', found_key)
-            ON CONFLICT ON CONSTRAINT flow_ledger_pkey DO UPDATE SET until = l.until
-            RETURNING l.until INTO held;
-            arrival := CASE WHEN keyed[i].run_at IS NULL OR keyed[i].run_at < moment
-                            THEN moment ELSE keyed[i].run_at END;
+            burst := coalesce((throttle_rule ->> 'burst')::integer, 1);
+            held := sql_api_hold(tenant, keyed[i].queue, 'throttle', found_key);
+            arrival := greatest(moment, keyed[i].run_at);
             step := make_interval(secs => 1.0 / rate);
-            tat := CASE WHEN held.until IS NULL OR held.until < arrival
-                        THEN arrival ELSE held.until END;
+            tat := greatest(arrival, held.until);
             slot := greatest(arrival, tat - step * (burst - 1));
-            UPDATE flow_ledger SET task_id = NULL, since = NULL, until = tat + step, states = NULL
-            WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'throttle'
-              AND key = found_key;
+            PERFORM sql_api_put(tenant, keyed[i].queue, 'throttle', found_key, NULL, NULL,
+                                tat + step, NULL);
             IF slot > arrival THEN
                 keyed[i].run_at := slot;
             END IF;
         END IF;
 
         IF window_key IS NOT NULL THEN
-            UPDATE flow_ledger SET task_id = keyed[i].id, since = moment,
-                until = moment + make_interval(secs => window_seconds), states = window_states
-            WHERE tenant_id = tenant AND queue = keyed[i].queue AND kind = 'unique'
-              AND key = window_key;
+            PERFORM sql_api_put(tenant, keyed[i].queue, 'unique', window_key, keyed[i].id, moment,
+                                moment + make_interval(secs => window_seconds), window_states);
             windows[i] := window_key;
         END IF;
     END LOOP;
@@ -502,7 +502,9 @@ DECLARE
     actor text := current_setting('duetime.actor', true);
     flowing boolean;
     task task_input;
+    own jsonb;
     flowed record;
+    window_key text;
     made task_created_v1[];
 BEGIN
     -- With the producer, whether the task's queue has flow rules (most have none: their creates
@@ -523,25 +525,25 @@ BEGIN
     IF max_pending IS NOT NULL OR rate IS NOT NULL THEN
         PERFORM sql_api_admit(tenant, max_pending, rate, 1);
     END IF;
+    IF coalesce(create_task_v1."unique", 'null') <> 'null' THEN
+        own := sql_api_unique_rule(create_task_v1."unique", 'unique');
+    END IF;
     -- The audit trail names the role (a debounce updates a task here); the caller's own
     -- setting is back on return.
     PERFORM set_config('duetime.actor', 'sql:' || session_user, true);
-    IF NOT flowing AND coalesce(create_task_v1."unique", 'null') = 'null' THEN
-        made := sql_api_store(tenant, ARRAY[task], true, cardinality(task.depends_on) > 0);
-        PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
-        RETURN made[1];
+    IF flowing OR own IS NOT NULL THEN
+        SELECT * INTO flowed FROM sql_api_flow(tenant, ARRAY[task], '{""}', ARRAY[own]);
+        IF flowed.answers[1] IS NOT NULL THEN
+            PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
+            RETURN sql_api_answer(tenant, flowed.answers[1]);
+        END IF;
+        task := flowed.keyed[1];
+        window_key := flowed.windows[1];
     END IF;
-    SELECT * INTO flowed FROM sql_api_flow(tenant, ARRAY[task], '{""}', ARRAY[
-        CASE WHEN coalesce(create_task_v1."unique", 'null') <> 'null'
-             THEN sql_api_unique_rule(create_task_v1."unique", 'unique') END]);
-    IF flowed.answers[1] IS NOT NULL THEN
-        PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
-        RETURN sql_api_answer(tenant, flowed.answers[1]);
-    END IF;
-    made := sql_api_store(tenant, flowed.keyed, true, cardinality(task.depends_on) > 0);
+    made := sql_api_store(tenant, ARRAY[task], true, cardinality(task.depends_on) > 0);
     PERFORM set_config('duetime.actor', coalesce(actor, ''), true);
-    IF flowed.windows[1] IS NOT NULL THEN
-        PERFORM sql_api_repoint(tenant, ARRAY[task.queue], flowed.windows, made);
+    IF window_key IS NOT NULL THEN
+        PERFORM sql_api_repoint(tenant, ARRAY[task.queue], ARRAY[window_key], made);
     END IF;
     RETURN made[1];
 END $$;
@@ -623,6 +625,11 @@ RETURNS task_input[] LANGUAGE sql VOLATILE AS $$
     WITH items AS (
         SELECT s.spec, (s.ord - 1)::integer AS seq, sql_api_plain_item(s.spec, max_bytes) AS plain
         FROM jsonb_array_elements(tasks) WITH ORDINALITY AS s (spec, ord)
+    ), verdict AS (
+        SELECT bool_and(a.plain)
+               AND count(DISTINCT a.spec ->> 'idempotency_key')
+                   = count(a.spec ->> 'idempotency_key') AS plain
+        FROM items a
     ), fields AS (
         SELECT i.seq, i.spec ->> 'name' AS name, coalesce(i.spec ->> 'queue', 'default') AS queue,
                coalesce(i.spec -> 'payload', 'null') AS payload,
@@ -640,13 +647,10 @@ RETURNS task_input[] LANGUAGE sql VOLATILE AS $$
                '{"max_attempts": 5, "initial_delay_seconds": 1.0, "max_delay_seconds": 3600.0,
                  "multiplier": 2.0, "jitter": 0.1}'::jsonb AS policy
         FROM items i
-        WHERE (SELECT bool_and(a.plain) FROM items a)
+        WHERE (SELECT v.plain FROM verdict v)
     )
-    SELECT CASE WHEN (SELECT bool_and(a.plain)
-                             AND count(DISTINCT a.spec ->> 'idempotency_key')
-                                 = count(a.spec ->> 'idempotency_key')
-                      FROM items a)
-           THEN coalesce(array_agg(ROW(
+    -- No rows when the batch is not plain: array_agg then gives NULL.
+    SELECT array_agg(ROW(
                -- An RFC 9562 UUIDv7 as sql_api_task makes them (:seq orders a batch's ids).
                encode(int8send((floor(date_part('epoch', clock_timestamp()) * 1000)::bigint << 16)
                                | 28672 | (f.seq & 4095))
@@ -661,7 +665,7 @@ RETURNS task_input[] LANGUAGE sql VOLATILE AS $$
                    '{"type": "worker"}'::jsonb, f.payload, f.idempotency_key, f.priority,
                    f.policy, f.timeout_seconds::numeric, '{}'::uuid[], f.concurrency_key,
                    f.labels, NULL::text)::text) END,
-               NULL, NULL)::task_input ORDER BY f.seq), '{}') END
+               NULL, NULL)::task_input ORDER BY f.seq)
     FROM fields f
 $$;
 
@@ -694,6 +698,7 @@ DECLARE
     stored task_created_v1[];
     made task_created_v1[] := '{}';
     answered task_created_v1[] := '{}';
+    ids uuid[];
     at integer;
     i integer := 0;
 BEGIN
@@ -761,12 +766,12 @@ BEGIN
             END IF;
         END LOOP;
         stored := sql_api_store(tenant, kept, false, parents);
+        ids := ARRAY(SELECT f.id FROM unnest(fresh) AS f);
         FOR i IN 1 .. cardinality(fresh) LOOP
             IF places[i] > 0 THEN
                 made[i] := stored[places[i]];
             ELSE
-                at := array_position((SELECT array_agg(f.id) FROM unnest(fresh) AS f),
-                                     flowed.answers[i]);
+                at := array_position(ids, flowed.answers[i]);
                 made[i] := CASE WHEN at IS NOT NULL
                                 THEN ROW(made[at].id, false, made[at].status,
                                          made[at].run_at)::task_created_v1
@@ -822,7 +827,13 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+REVOKE EXECUTE ON FUNCTION sql_api_bounded(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_key(jsonb, task_input, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_hold(text, text, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_put(text, text, text, text, uuid, timestamptz, timestamptz, text[])
+    FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sql_api_debounce_due(timestamptz, timestamptz, double precision,
+                                               double precision) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_flow(text, task_input[], text[], jsonb[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_unique_rule(jsonb, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sql_api_repoint(text, text[], text[], task_created_v1[]) FROM PUBLIC;
