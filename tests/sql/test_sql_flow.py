@@ -50,6 +50,22 @@ async def batch(sql: asyncpg.Connection, items: list[dict[str, Any]]) -> list[as
     )
 
 
+async def create(
+    sql: asyncpg.Connection, queue: str, payload: Any = None, **fields: Any
+) -> asyncpg.Record:
+    """``create_task_v1`` with ``fields`` as named arguments (JSON ones as jsonb; each name
+    quoted, as ``"unique"``, a reserved word, must be)."""
+    args = {"queue": queue, "payload": payload, **fields}
+    cast = {"payload", "labels", "unique"}
+    call = ", ".join(
+        f'"{n}" => ${i + 1}' + ("::jsonb" if n in cast else "") for i, n in enumerate(args)
+    )
+    values = [json.dumps(v) if n in cast else v for n, v in args.items()]
+    row = await sql.fetchrow(f"SELECT * FROM duetime.create_task_v1({call})", *values)
+    assert row is not None
+    return row
+
+
 async def flow_keys(pg_url: str, ids: list[str]) -> list[str | None]:
     conn = await pg_connect(pg_url)
     try:
@@ -75,13 +91,9 @@ async def test_a_debounce_folds_a_burst_from_both_paths_into_one_run_with_the_la
         json={"target": WORKER, "queue": "digest", "labels": {"user": "u1"}, "payload": 0},
     )
     assert started.status_code == 201, started.text
-    call = (
-        "SELECT * FROM duetime.create_task_v1(queue => 'digest', payload => $1::jsonb, "
-        'labels => \'{"user": "u1"}\')'
-    )
-    rows = [await sql.fetchrow(call, json.dumps(n)) for n in range(1, 1000)]
-    assert all(r is not None and not r["created"] for r in rows)
-    assert {str(r["id"]) for r in rows if r is not None} == {started.json()["id"]}
+    rows = [await create(sql, "digest", n, labels={"user": "u1"}) for n in range(1, 1000)]
+    assert all(not r["created"] for r in rows)
+    assert {str(r["id"]) for r in rows} == {started.json()["id"]}
     # The node's create reads the burst SQL kept going.
     last = await client.post(
         "/v1/tasks",
@@ -146,11 +158,8 @@ async def test_a_keyed_rate_limit_takes_the_tasks_own_key_as_http_does(
 ) -> None:
     client, _ = api
     await put_queue(client, "keyed", key_limit={"key": "payload.customer", "rate": "10/s"})
-    one = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => 'keyed', concurrency_key => 'c-1', "
-        'payload => \'{"customer": "other"}\')'
-    )
-    assert one is not None and one["created"]
+    one = await create(sql, "keyed", {"customer": "other"}, concurrency_key="c-1")
+    assert one["created"]
     rows = await batch(
         sql, [{"queue": "keyed", "concurrency_key": "c-2"}, {"queue": "other", "payload": 1}]
     )
@@ -206,14 +215,9 @@ async def test_sql_evaluates_a_key_expression_to_the_key_an_http_create_gets(
     over_http = await client.post("/v1/tasks", json={"target": WORKER, **item})
     assert over_http.status_code == 201, over_http.text
     rows = await batch(sql, [item])
-    one = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => 'keyed', name => $1, payload => $2::jsonb,"
-        " labels => $3::jsonb)",
-        task.get("name"),
-        json.dumps(task.get("payload")),
-        json.dumps(task.get("labels", {})),
+    one = await create(
+        sql, "keyed", task.get("payload"), name=task.get("name"), labels=task.get("labels", {})
     )
-    assert one is not None
     http_key, *sql_keys = await flow_keys(
         pg_url, [over_http.json()["id"], str(rows[0]["id"]), str(one["id"])]
     )
@@ -245,12 +249,8 @@ async def test_a_key_value_sql_cannot_write_as_the_node_refuses_the_create(
     assert "create this task over HTTP" in str(caught.value)
     assert await store.task_list(TaskFilter(tenant_id=tenant)) == []
     # A task that gives its own concurrency key needs no expression.
-    row = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => 'keyed', payload => $1::jsonb, "
-        "concurrency_key => 'own')",
-        json.dumps(payload),
-    )
-    assert row is not None and row["created"]
+    row = await create(sql, "keyed", payload, concurrency_key="own")
+    assert row["created"]
 
 
 async def test_per_key_concurrency_gives_the_evaluated_key_as_the_concurrency_key(
@@ -269,22 +269,6 @@ async def test_per_key_concurrency_gives_the_evaluated_key_as_the_concurrency_ke
 
 
 UNIQUE = {"key": "payload.order", "period": "PT1H"}
-
-
-async def create(
-    sql: asyncpg.Connection, queue: str, payload: Any = None, **fields: Any
-) -> asyncpg.Record:
-    """``create_task_v1`` with ``fields`` as named arguments (JSON ones as jsonb; each name
-    quoted, as ``"unique"``, a reserved word, must be)."""
-    args = {"queue": queue, "payload": payload, **fields}
-    cast = {"payload", "labels", "unique"}
-    call = ", ".join(
-        f'"{n}" => ${i + 1}' + ("::jsonb" if n in cast else "") for i, n in enumerate(args)
-    )
-    values = [json.dumps(v) if n in cast else v for n, v in args.items()]
-    row = await sql.fetchrow(f"SELECT * FROM duetime.create_task_v1({call})", *values)
-    assert row is not None
-    return row
 
 
 async def test_a_uniqueness_window_answers_with_its_task_on_both_paths(
@@ -347,17 +331,10 @@ async def test_a_repeated_idempotency_key_is_answered_before_the_window(
 ) -> None:
     client, _ = api
     await put_queue(client, "once", unique=UNIQUE)
-    keyed = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => 'once', payload => '{\"order\": 1}', "
-        "idempotency_key => 'k-1')"
-    )
+    keyed = await create(sql, "once", {"order": 1}, idempotency_key="k-1")
     windowed = await create(sql, "once", {"order": 2})
     # The same idempotency key with another order: its own task, whatever window order 2 holds.
-    repeat = await sql.fetchrow(
-        "SELECT * FROM duetime.create_task_v1(queue => 'once', payload => '{\"order\": 1}', "
-        "idempotency_key => 'k-1')"
-    )
-    assert keyed is not None and repeat is not None
+    repeat = await create(sql, "once", {"order": 1}, idempotency_key="k-1")
     assert (repeat["id"], repeat["created"]) == (keyed["id"], False)
     assert windowed["id"] != keyed["id"]
 
@@ -441,18 +418,13 @@ async def test_a_producer_names_each_tasks_window_key_in_a_label(
 ) -> None:
     client, _ = api
     await put_queue(client, "deduped", unique={"key": "labels.dedupe", "period": "PT1H"})
-    call = (
-        "SELECT * FROM duetime.create_task_v1(queue => 'deduped', labels => $1::jsonb, "
-        "payload => $2::jsonb)"
-    )
-    first = await sql.fetchrow(call, '{"dedupe": "order-42"}', '{"n": 1}')
-    again = await sql.fetchrow(call, '{"dedupe": "order-42"}', '{"n": 2}')
-    other = await sql.fetchrow(call, '{"dedupe": "order-43"}', '{"n": 3}')
-    unlabelled = [await sql.fetchrow(call, "{}", '{"n": 4}') for _ in range(2)]
-    assert first is not None and again is not None and other is not None
+    first = await create(sql, "deduped", {"n": 1}, labels={"dedupe": "order-42"})
+    again = await create(sql, "deduped", {"n": 2}, labels={"dedupe": "order-42"})
+    other = await create(sql, "deduped", {"n": 3}, labels={"dedupe": "order-43"})
+    unlabelled = [await create(sql, "deduped", {"n": 4}, labels={}) for _ in range(2)]
     assert first["created"] and (again["id"], again["created"]) == (first["id"], False)
     assert other["created"] and other["id"] != first["id"]
-    assert all(row is not None and row["created"] for row in unlabelled)
+    assert all(row["created"] for row in unlabelled)
 
 
 async def test_a_tasks_own_window_answers_on_both_paths_and_replaces_its_queues(
